@@ -1,0 +1,80 @@
+"""Speed benchmark of rlplat's hot loop, tracking off.
+
+    python benchmarks/speed.py                        # PPO on Pendulum, 3 repeats
+    python benchmarks/speed.py --repeats 5 env=cartpole collector.num_envs=4
+
+Measures, each as the median of ``--repeats`` runs in this process:
+
+* collection: frames per second of the collector alone (policy + envs + storage writes);
+* update: gradient updates per second on one rollout's minibatches (loss, backward, step);
+* loop: frames per second of ``Trainer.fit`` over ``--frames`` frames (the ``time/fps``
+  metric of a run, evaluations included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from rlplat.config import compose_config
+from rlplat.trainer import Trainer
+
+
+def build(overrides: list[str], frames: int, output_dir: Path) -> Trainer:
+    return Trainer(compose_config([*overrides, f"trainer.total_frames={frames}"]), output_dir)
+
+
+def time_collection(trainer: Trainer, rollouts: int) -> float:
+    collector = trainer.collector
+    collector.rollout()  # warm-up, first reset
+    start = time.perf_counter()
+    for _ in range(rollouts):
+        collector.rollout()
+    return rollouts * collector.frames_per_batch / (time.perf_counter() - start)
+
+
+def time_updates(trainer: Trainer) -> float:
+    rollout = trainer.loss.preprocess(trainer.collector.rollout())
+    trainer.buffer.extend(rollout)
+    start, updates = time.perf_counter(), 0
+    for batch in trainer.buffer.batches():
+        trainer._update(batch)
+        updates += 1
+    return updates / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for rlplat-train")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the median is reported")
+    parser.add_argument("--frames", type=int, default=20_480, help="frames of the whole-loop run")
+    parser.add_argument("--rollouts", type=int, default=5, help="rollouts of the collection run")
+    args = parser.parse_args()
+    overrides = ["tracking.enabled=false", *args.overrides]
+    results: dict[str, list[float]] = {"collection (frames/s)": [], "update (updates/s)": [], "loop (frames/s)": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.repeats):
+            trainer = build(overrides, args.frames, Path(tmp))
+            results["collection (frames/s)"].append(time_collection(trainer, args.rollouts))
+            results["update (updates/s)"].append(time_updates(trainer))
+            trainer.close()
+            trainer = build(overrides, args.frames, Path(tmp))
+            trainer.fit()
+            results["loop (frames/s)"].append(trainer.final_metrics["time/fps"])
+            trainer.close()
+    table = Table(title=f"rlplat speed: {' '.join(args.overrides) or 'defaults'} (median of {args.repeats})")
+    for column in ("measure", "median", "min", "max"):
+        table.add_column(column, justify="right")
+    for name, values in results.items():
+        table.add_row(name, f"{statistics.median(values):.0f}", f"{min(values):.0f}", f"{max(values):.0f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

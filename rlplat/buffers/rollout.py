@@ -1,0 +1,55 @@
+"""On-policy rollout buffer: the last rollout, served as shuffled minibatch epochs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDict
+
+from rlplat.registry import BUFFERS, ConfigError
+
+
+@BUFFERS.register("rollout")
+class RolloutBuffer:
+    """Holds one rollout ``[T, B]`` flattened to ``[T * B]`` and yields minibatch epochs.
+
+    Each call to :meth:`batches` makes ``epochs`` passes over the rollout in a fresh random
+    order, in minibatches of ``minibatch_size`` samples (the last, smaller one is dropped
+    when ``T * B`` is not a multiple), as PPO's epochs of minibatch SGD.
+
+    Args:
+        frames_per_batch: Frames per rollout ``T * B`` (supplied by the trainer).
+        epochs: Passes over each rollout.
+        minibatch_size: Samples per gradient update.
+
+    Raises:
+        ConfigError: if ``epochs`` < 1 or ``minibatch_size`` is not in ``[1, T * B]``.
+    """
+
+    def __init__(self, frames_per_batch: int, epochs: int = 10, minibatch_size: int = 64) -> None:
+        if epochs < 1:
+            raise ConfigError(f"buffer.epochs={epochs}: must be at least 1")
+        if not 1 <= minibatch_size <= frames_per_batch:
+            raise ConfigError(
+                f"buffer.minibatch_size={minibatch_size}: must be in [1, {frames_per_batch}], "
+                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
+            )
+        self.epochs = epochs
+        self.minibatch_size = minibatch_size
+        self._data: TensorDict | None = None
+
+    def extend(self, rollout: TensorDict) -> None:
+        """Replace the contents with ``rollout`` (batch ``[T, B]``), flattened to ``[T * B]``."""
+        self._data = rollout.reshape(-1)
+
+    def batches(self) -> Iterator[TensorDict]:
+        """Yield ``epochs * (T * B // minibatch_size)`` minibatches ``[minibatch_size]``."""
+        if self._data is None:
+            raise RuntimeError("RolloutBuffer.batches() called before extend()")
+        n = self._data.batch_size[0]
+        usable = n - n % self.minibatch_size
+        for _ in range(self.epochs):
+            order = torch.randperm(n, device=self._data.device)[:usable]
+            for indices in order.split(self.minibatch_size):
+                yield self._data[indices]

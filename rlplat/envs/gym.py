@@ -1,0 +1,34 @@
+"""Any registered gymnasium environment by id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+
+from rlplat.registry import ENVS, ConfigError
+
+
+@ENVS.register("gym")
+def make_gym(
+    id: str, max_episode_steps: int | None = None, kwargs: dict[str, Any] | None = None
+) -> gymnasium.Env:
+    """Make one gymnasium environment.
+
+    Args:
+        id: Gymnasium id, e.g. ``"Pendulum-v1"``.
+        max_episode_steps: Time limit in env steps; None keeps the id's registered limit.
+        kwargs: Keyword arguments for the environment's constructor.
+
+    Returns:
+        A single ``gymnasium.Env``.
+
+    Raises:
+        ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``.
+    """
+    try:
+        return gymnasium.make(id, max_episode_steps=max_episode_steps, **dict(kwargs or {}))
+    except gymnasium.error.Error as error:
+        raise ConfigError(f"env.id={id!r}: {error}") from error
+    except TypeError as error:
+        raise ConfigError(f"env.kwargs={dict(kwargs or {})!r} rejected by {id!r}: {error}") from error

@@ -1,0 +1,176 @@
+"""Gymnasium vector env -> torch tensors, with correct next observations across autoreset.
+
+Gymnasium 1.x vector envs autoreset in NEXT_STEP mode by default: the step after an
+episode ends returns the reset observation and a dummy reward. rlplat runs them in
+SAME_STEP mode instead: the step that ends an episode returns the reset observation of the
+next episode as ``observation`` and the true final observation in ``info["final_obs"]``.
+:class:`VectorEnv` swaps the final observation back in, so that the caller always gets the
+true next observation of every transition and, separately, the observation to act on next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from torch import Tensor
+
+from rlplat.registry import ConfigError
+from rlplat.transforms.base import Transform
+
+VECTORIZATION = ("sync", "async")
+
+
+class Episode(NamedTuple):
+    """A finished episode: which env ran it, its undiscounted raw return, its env steps."""
+
+    env: int
+    return_: float
+    length: int
+
+
+class Step(NamedTuple):
+    """One vector step; every tensor has leading dim B (number of envs).
+
+    Attributes:
+        next_observation: ``[B, *obs_shape]`` float32, the true next observation s_{t+1}
+            (the final observation where the episode ended), transformed.
+        reward: ``[B, 1]`` float32 reward, transformed (e.g. scaled).
+        terminated: ``[B, 1]`` bool, the MDP ended: do not bootstrap.
+        truncated: ``[B, 1]`` bool, a time limit cut the episode: bootstrap.
+        observation: ``[B, *obs_shape]`` float32, the observation to act on next (the reset
+            observation where the episode ended), transformed.
+    """
+
+    next_observation: Tensor
+    reward: Tensor
+    terminated: Tensor
+    truncated: Tensor
+    observation: Tensor
+
+
+class VectorEnv:
+    """B copies of one env, stepped together, exchanging torch tensors.
+
+    Box actions are exchanged in the policy's normalised space ``[-1, 1]`` per dim, clipped
+    and rescaled here to the env's bounds (unbounded dims pass through). Discrete actions
+    are int64 indices. Finished episodes, with undiscounted returns of the raw rewards (before
+    transforms) and lengths in env steps, are recorded in :attr:`finished`.
+
+    Args:
+        make_env: Callable returning one ``gymnasium.Env``.
+        num_envs: Number of parallel envs B.
+        transforms: Transforms applied to observations and rewards, in order.
+        update_transforms: Whether this env updates the transforms' running statistics
+            (True for training envs, False for evaluation envs).
+        vectorization: ``"sync"`` (one process; best for cheap envs) or ``"async"`` (one
+            subprocess per env).
+
+    Raises:
+        ConfigError: if ``num_envs`` < 1 or ``vectorization`` is unknown.
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[], gymnasium.Env],
+        num_envs: int,
+        transforms: Sequence[Transform] = (),
+        update_transforms: bool = True,
+        vectorization: str = "sync",
+    ) -> None:
+        if num_envs < 1:
+            raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
+        if vectorization not in VECTORIZATION:
+            raise ConfigError(
+                f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}"
+            )
+        vector_cls = gymnasium.vector.SyncVectorEnv if vectorization == "sync" else gymnasium.vector.AsyncVectorEnv
+        self.env = vector_cls([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        self.num_envs = num_envs
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
+        self.transforms = list(transforms)
+        self.update_transforms = update_transforms
+        self._returns = np.zeros(num_envs)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self.finished: list[Episode] = []
+        self._box = isinstance(self.action_space, gymnasium.spaces.Box)
+        if self._box:
+            low, high = self.action_space.low, self.action_space.high
+            bounded = np.isfinite(low) & np.isfinite(high)
+            self._low = np.where(bounded, low, -1.0)
+            self._scale = np.where(bounded, (high - low) / 2.0, 1.0)
+            self._bounded = bounded
+            self._all_bounded = bool(bounded.all())
+
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Reset every env; env i is seeded ``seed + i``. Returns ``[B, *obs_shape]``."""
+        observation, _ = self.env.reset(seed=seed)
+        if seed is not None:
+            self.env.action_space.seed(seed)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return self._observation(self._to_tensor(observation), update=self.update_transforms)
+
+    def step(self, action: Tensor) -> Step:
+        """Step every env with ``action`` (``[B, action_dim]`` float or ``[B]`` int64)."""
+        observation, reward, terminated, truncated, info = self.env.step(self.to_env_action(action))
+        done = terminated | truncated
+        self._returns += reward
+        self._lengths += 1
+        next_observation = observation
+        if done.any():
+            next_observation = observation.copy()
+            for i in np.flatnonzero(done):
+                next_observation[i] = info["final_obs"][i]
+                self.finished.append(Episode(int(i), float(self._returns[i]), int(self._lengths[i])))
+            self._returns[done] = 0.0
+            self._lengths[done] = 0
+        observation = self._to_tensor(observation)
+        next_observation = self._to_tensor(next_observation) if done.any() else observation
+        reward_t = torch.from_numpy(reward.astype(np.float32, copy=False)).unsqueeze(-1)
+        done_t = torch.from_numpy(done).unsqueeze(-1)
+        for transform in self.transforms:
+            reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
+        observation = self._observation(observation, update=self.update_transforms)
+        next_observation = (
+            self._observation(next_observation, update=False) if done.any() else observation
+        )
+        return Step(
+            next_observation,
+            reward_t,
+            torch.from_numpy(terminated).unsqueeze(-1),
+            torch.from_numpy(truncated).unsqueeze(-1),
+            observation,
+        )
+
+    def to_env_action(self, action: Tensor) -> np.ndarray:
+        """Policy action -> the env's action: Box actions clipped to [-1, 1] and rescaled."""
+        action = action.detach().cpu().numpy()
+        if not self._box:
+            return action
+        if self._all_bounded:
+            return self._low + (np.clip(action, -1.0, 1.0) + 1.0) * self._scale
+        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * self._scale
+        return np.where(self._bounded, scaled, action).astype(self.action_space.dtype)
+
+    def pop_finished(self) -> list[Episode]:
+        """The episodes finished since the last call, in order of finishing; then forgets them."""
+        finished, self.finished = self.finished, []
+        return finished
+
+    def close(self) -> None:
+        """Close the underlying vector env."""
+        self.env.close()
+
+    def _to_tensor(self, observation: np.ndarray) -> Tensor:
+        return torch.from_numpy(np.asarray(observation, dtype=np.float32))
+
+    def _observation(self, observation: Tensor, update: bool) -> Tensor:
+        for transform in self.transforms:
+            observation = transform.transform_observation(observation, update=update)
+        return observation

@@ -1,0 +1,17 @@
+"""Pure tensor math with no state: value estimators and distribution formulas."""
+
+from rlplat.functional.advantages import generalized_advantage_estimate
+from rlplat.functional.distributions import (
+    categorical_entropy,
+    categorical_log_prob,
+    normal_entropy,
+    normal_log_prob,
+)
+
+__all__ = [
+    "categorical_entropy",
+    "categorical_log_prob",
+    "generalized_advantage_estimate",
+    "normal_entropy",
+    "normal_log_prob",
+]

@@ -1,0 +1,42 @@
+"""TensorDict key names and shape conventions, declared once for every part of rlplat.
+
+Names follow TorchRL's so that tensordict tooling and TorchRL users feel at home.
+
+Shapes, with ``T`` time steps, ``B`` parallel environments and ``N`` samples:
+
+* A rollout from a collector has batch size ``[T, B]`` (time first).
+* A sample from a buffer has batch size ``[N]``.
+* ``OBSERVATION``: ``[*batch, *obs_shape]``, float32.
+* ``ACTION``: ``[*batch, action_dim]`` float32 for Box actions (in the policy's
+  normalised space, see :mod:`rlplat.networks.heads`), ``[*batch]`` int64 for Discrete.
+* ``ACTION_LOG_PROB``: ``[*batch]`` float32 (no trailing dim, as in TorchRL).
+* ``STATE_VALUE``, ``ADVANTAGE``, ``VALUE_TARGET``: ``[*batch, 1]`` float32.
+* ``("next", REWARD)``: ``[*batch, 1]`` float32: rewards carry a trailing singleton dim.
+* ``("next", DONE | TERMINATED | TRUNCATED)``: ``[*batch, 1]`` bool. ``TERMINATED`` means
+  the MDP ended (no bootstrap); ``TRUNCATED`` means a time limit cut the episode (bootstrap
+  from the next observation). ``DONE = TERMINATED | TRUNCATED``. They are never merged.
+* ``("next", OBSERVATION)`` is always the true next observation, also on the last step of
+  an episode (never the reset observation of the following one).
+"""
+
+OBSERVATION = "observation"
+ACTION = "action"
+ACTION_LOG_PROB = "action_log_prob"
+STATE_VALUE = "state_value"
+ADVANTAGE = "advantage"
+VALUE_TARGET = "value_target"
+
+NEXT = "next"
+REWARD = "reward"
+DONE = "done"
+TERMINATED = "terminated"
+TRUNCATED = "truncated"
+
+NEXT_OBSERVATION = (NEXT, OBSERVATION)
+NEXT_REWARD = (NEXT, REWARD)
+NEXT_DONE = (NEXT, DONE)
+NEXT_TERMINATED = (NEXT, TERMINATED)
+NEXT_TRUNCATED = (NEXT, TRUNCATED)
+NEXT_STATE_VALUE = (NEXT, STATE_VALUE)
+
+LOSS_PREFIX = "loss_"

@@ -1,0 +1,147 @@
+"""PPO with the clipped surrogate objective (Schulman et al. 2017, "Proximal Policy
+Optimization Algorithms", eq. 7 and 9)."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from rlplat import keys
+from rlplat.functional import generalized_advantage_estimate
+from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
+from rlplat.registry import LOSSES, ConfigError
+
+
+@LOSSES.register("ppo")
+class PPOLoss(nn.Module):
+    """PPO-clip: ``L = -L^CLIP + c_v * L^VF - c_e * H``, each term returned separately.
+
+    ``ratio = pi(a|s) / pi_old(a|s)``;
+    ``L^CLIP = mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))``;
+    ``L^VF = mean((V(s) - V_target)^2) / 2``, or with value clipping
+    ``mean(max((V - V_targ)^2, (V_old + clip(V - V_old, -c, c) - V_targ)^2)) / 2``.
+    Advantages come from GAE(gamma, lambda) computed once per rollout in :meth:`preprocess`,
+    optionally normalised per minibatch.
+
+    Args:
+        observation_space: The env's single observation space (supplied by rlplat).
+        action_space: The env's single action space, Box or Discrete (supplied by rlplat).
+        network: Factory of the configured torso (supplied by rlplat).
+        gamma: Discount factor.
+        gae_lambda: GAE lambda.
+        clip_epsilon: Clip range eps of the probability ratio.
+        value_clip: Clip range of the value update around the rollout's V_old; None
+            disables value clipping.
+        normalize_advantage: Normalise advantages to zero mean, unit std per minibatch.
+        entropy_coef: Weight c_e of the entropy bonus.
+        value_coef: Weight c_v of the value loss.
+        features: Width of the torso output the heads read.
+        share_torso: One torso for actor and critic instead of two.
+        log_std_init: Initial log std of the Gaussian policy (Box actions).
+
+    Raises:
+        ConfigError: for a coefficient out of range.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_epsilon: float = 0.2,
+        value_clip: float | None = None,
+        normalize_advantage: bool = True,
+        entropy_coef: float = 0.0,
+        value_coef: float = 0.5,
+        features: int = 64,
+        share_torso: bool = False,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        for name, value in (("gamma", gamma), ("gae_lambda", gae_lambda)):
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"loss.{name}={value}: must be in [0, 1]")
+        if clip_epsilon <= 0:
+            raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")
+        if value_clip is not None and value_clip <= 0:
+            raise ConfigError(f"loss.value_clip={value_clip}: must be > 0, or null to disable")
+        self.agent = ActorCritic(observation_space, action_space, network, features, share_torso, log_std_init)
+        self.policy = self.agent
+        self.gamma = gamma
+        self.gae_lambda = gae_lambda
+        self.clip_epsilon = clip_epsilon
+        self.value_clip = value_clip
+        self.normalize_advantage = normalize_advantage
+        self.entropy_coef = entropy_coef
+        self.value_coef = value_coef
+
+    @torch.no_grad()
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Add ``state_value``, ``advantage`` and ``value_target`` to a ``[T, B]`` rollout.
+
+        V(s_t) and V(s_{t+1}) come from one batched forward over the whole rollout, so a
+        truncated episode bootstraps from the value of its true final observation.
+        """
+        T, B = rollout.batch_size
+        observations = torch.cat([rollout[keys.OBSERVATION], rollout[keys.NEXT_OBSERVATION]])
+        values = self.agent.value(observations.flatten(0, 1)).view(2 * T, B, 1)
+        state_value, next_state_value = values[:T], values[T:]
+        advantage, value_target = generalized_advantage_estimate(
+            rollout[keys.NEXT_REWARD],
+            state_value,
+            next_state_value,
+            rollout[keys.NEXT_DONE],
+            rollout[keys.NEXT_TERMINATED],
+            self.gamma,
+            self.gae_lambda,
+        )
+        rollout[keys.STATE_VALUE] = state_value
+        rollout[keys.ADVANTAGE] = advantage
+        rollout[keys.VALUE_TARGET] = value_target
+        return rollout
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
+        diagnostics ``entropy``, ``approx_kl``, ``clip_fraction``, ``ratio`` (means)."""
+        observation = batch[keys.OBSERVATION]
+        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
+        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
+        if self.normalize_advantage and advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+
+        log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
+        ratio = log_ratio.exp()
+        pg_loss1 = ratio * advantage
+        pg_loss2 = ratio.clamp(1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon) * advantage
+        pg_loss = -torch.min(pg_loss1, pg_loss2).mean()
+
+        value = self.agent.value(observation)  # [N, 1]
+        value_target = batch[keys.VALUE_TARGET]
+        v_loss = (value - value_target).pow(2)
+        if self.value_clip is not None:
+            value_old = batch[keys.STATE_VALUE]
+            v_clipped = value_old + (value - value_old).clamp(-self.value_clip, self.value_clip)
+            v_loss_clipped = (v_clipped - value_target).pow(2)
+            v_loss = torch.max(v_loss, v_loss_clipped)
+        v_loss = 0.5 * v_loss.mean()
+
+        entropy = entropy.mean()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's k3 estimator
+            clip_fraction = ((ratio - 1.0).abs() > self.clip_epsilon).float().mean()
+        return TensorDict(
+            {
+                "loss_objective": pg_loss,
+                "loss_critic": self.value_coef * v_loss,
+                "loss_entropy": -self.entropy_coef * entropy,
+                "entropy": entropy.detach(),
+                "approx_kl": approx_kl,
+                "clip_fraction": clip_fraction,
+                "ratio": ratio.detach().mean(),
+            },
+            batch_size=[],
+        )

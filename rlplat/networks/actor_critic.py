@@ -1,0 +1,75 @@
+"""Actor-critic agent: torsos from the network registry, policy and value heads on top."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium
+import torch
+from torch import Tensor, nn
+
+from rlplat.networks.heads import CategoricalHead, GaussianHead
+from rlplat.registry import ConfigError
+
+NetworkFactory = Callable[[int], nn.Module]
+"""Builds the configured torso for a given ``out_features``: ``[N, *obs] -> [N, out]``."""
+
+
+class ActorCritic(nn.Module):
+    """Policy pi(a|s) and state value V(s) over torsos built by the network registry.
+
+    Args:
+        observation_space: The env's single observation space.
+        action_space: ``Box`` (Gaussian head) or ``Discrete`` (categorical head).
+        network: Factory for the configured torso given its output width.
+        features: Width of each torso's output, the input of the heads.
+        share_torso: One torso for both heads (as in Atari A2C) instead of two.
+        log_std_init: Initial log std of the Gaussian head (Box actions only).
+
+    Raises:
+        ConfigError: for an action space that is neither Box nor Discrete.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        features: int = 64,
+        share_torso: bool = False,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.actor_torso = network(features)
+        self.critic_torso = self.actor_torso if share_torso else network(features)
+        if isinstance(action_space, gymnasium.spaces.Box):
+            self.head: nn.Module = GaussianHead(features, int(action_space.shape[0]), log_std_init)
+        elif isinstance(action_space, gymnasium.spaces.Discrete):
+            self.head = CategoricalHead(features, int(action_space.n))
+        else:
+            raise ConfigError(f"actor-critic supports Box and Discrete action spaces, got {action_space}")
+        self.value_head = nn.Linear(features, 1)
+        nn.init.orthogonal_(self.value_head.weight, gain=1.0)
+        nn.init.zeros_(self.value_head.bias)
+
+    @torch.no_grad()
+    def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """Sample (or, deterministic, take the mode of) pi(.|s).
+
+        Args:
+            observation: ``[N, *obs_shape]`` float32.
+            deterministic: Take the distribution's mode instead of sampling.
+
+        Returns:
+            ``(action, log_prob)``: action ``[N, action_dim]`` float (Box) or ``[N]`` int64
+            (Discrete), log_prob ``[N]``.
+        """
+        return self.head.sample(self.actor_torso(observation), deterministic)
+
+    def log_prob_entropy(self, observation: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``[N]`` log pi(a|s) and ``[N]`` entropy of pi(.|s), with gradients."""
+        return self.head.log_prob_entropy(self.actor_torso(observation), action)
+
+    def value(self, observation: Tensor) -> Tensor:
+        """``[N, *obs_shape]`` -> ``[N, 1]`` V(s), with gradients."""
+        return self.value_head(self.critic_torso(observation))

@@ -1,0 +1,75 @@
+"""Policy heads: features -> action distribution, for Box and Discrete action spaces."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from rlplat.functional import categorical_entropy, categorical_log_prob, normal_entropy, normal_log_prob
+
+
+def _linear(in_features: int, out_features: int, gain: float) -> nn.Linear:
+    linear = nn.Linear(in_features, out_features)
+    nn.init.orthogonal_(linear.weight, gain=gain)
+    nn.init.zeros_(linear.bias)
+    return linear
+
+
+class GaussianHead(nn.Module):
+    """Diagonal Gaussian over Box actions, with a state-independent learned log std.
+
+    Actions live in the normalised space where ``[-1, 1]`` spans the env's bounds; the
+    env adapter clips and rescales them, so sampled actions respect the bounds while the
+    log-probability stays that of the unclipped sample (as in Stable-Baselines3 and CleanRL).
+
+    Args:
+        in_features: Width of the torso features.
+        action_dim: Number of action dims.
+        log_std_init: Initial log standard deviation (0 gives std 1, the full half-range).
+    """
+
+    def __init__(self, in_features: int, action_dim: int, log_std_init: float = 0.0) -> None:
+        super().__init__()
+        self.mean = _linear(in_features, action_dim, gain=0.01)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features -> ``[N, action_dim]`` action and ``[N]`` log-probability."""
+        mean = self.mean(features)
+        if deterministic:
+            return mean, normal_log_prob(mean, mean, self.log_std)
+        action = mean + torch.randn_like(mean) * self.log_std.exp()
+        return action, normal_log_prob(action, mean, self.log_std)
+
+    def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features, ``[N, action_dim]`` actions -> ``[N]`` log-prob and entropy."""
+        mean = self.mean(features)
+        entropy = normal_entropy(self.log_std).expand(mean.shape[:-1])
+        return normal_log_prob(action, mean, self.log_std), entropy
+
+
+class CategoricalHead(nn.Module):
+    """Categorical distribution over Discrete actions.
+
+    Args:
+        in_features: Width of the torso features.
+        num_actions: Number of discrete actions.
+    """
+
+    def __init__(self, in_features: int, num_actions: int) -> None:
+        super().__init__()
+        self.logits = _linear(in_features, num_actions, gain=0.01)
+
+    def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features -> ``[N]`` int64 action and ``[N]`` log-probability."""
+        logits = self.logits(features)
+        if deterministic:
+            action = logits.argmax(-1)
+        else:
+            action = torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
+        return action, categorical_log_prob(action, logits)
+
+    def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""
+        logits = self.logits(features)
+        return categorical_log_prob(action, logits), categorical_entropy(logits)

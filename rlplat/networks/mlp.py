@@ -1,0 +1,66 @@
+"""Multi-layer perceptron torso."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import gymnasium
+import numpy as np
+from torch import Tensor, nn
+
+from rlplat.registry import NETWORKS, ConfigError
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+@NETWORKS.register("mlp")
+class MLP(nn.Module):
+    """Flatten the observation, then Linear + activation layers up to ``out_features``.
+
+    With ``hidden_sizes=[64]`` and ``out_features=64`` the torso is
+    ``obs -> 64 -> 64``, each Linear followed by the activation: the two 64-unit layers of
+    Stable-Baselines3's default MlpPolicy.
+
+    Args:
+        observation_space: A Box space; observations ``[N, *obs_shape]`` are flattened.
+        out_features: Width of the output features ``[N, out_features]``.
+        hidden_sizes: Widths of the hidden layers before the output layer.
+        activation: One of ``tanh``, ``relu``, ``elu``, ``gelu``, ``silu``.
+        orthogonal_init: Orthogonal weights with gain sqrt(2) and zero biases (as in
+            Stable-Baselines3 and CleanRL); False keeps PyTorch's default init.
+
+    Raises:
+        ConfigError: for a non-Box space, an unknown activation or a size < 1.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        out_features: int,
+        hidden_sizes: Sequence[int] = (64,),
+        activation: str = "tanh",
+        orthogonal_init: bool = True,
+    ) -> None:
+        super().__init__()
+        if not isinstance(observation_space, gymnasium.spaces.Box):
+            raise ConfigError(f"network=mlp needs a Box observation space, got {observation_space}")
+        if activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}"
+            )
+        sizes = [int(np.prod(observation_space.shape)), *hidden_sizes, out_features]
+        if min(sizes[1:]) < 1:
+            raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
+        layers: list[nn.Module] = [nn.Flatten(start_dim=1)]
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            linear = nn.Linear(n_in, n_out)
+            if orthogonal_init:
+                nn.init.orthogonal_(linear.weight, gain=math.sqrt(2.0))
+                nn.init.zeros_(linear.bias)
+            layers += [linear, ACTIVATIONS[activation]()]
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, observation: Tensor) -> Tensor:
+        """``[N, *obs_shape]`` -> ``[N, out_features]``."""
+        return self.layers(observation)

@@ -1,0 +1,225 @@
+"""Registries: a name -> constructor map per component kind, extended by entry-point plugins.
+
+rlplat's own entries register with a decorator::
+
+    @ENVS.register("gym")
+    def make_gym(id: str, ...) -> gymnasium.Env: ...
+
+Other distributions add entries without touching rlplat, through entry points in the
+groups ``rlplat.envs``, ``rlplat.transforms``, ``rlplat.networks``, ``rlplat.collectors``,
+``rlplat.buffers``, ``rlplat.losses`` and ``rlplat.optimizers``. Their names are listed
+without importing them; a plugin is imported when first asked for, and one that fails to
+import breaks only a run that selects it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+BUILTIN_DISTRIBUTION = "rlplat"
+
+
+class ConfigError(ValueError):
+    """Bad user configuration: the message names the config key, the value and what is valid."""
+
+
+class PluginError(RuntimeError):
+    """A plugin entry point could not be loaded, or two distributions claim one name."""
+
+
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to ``name`` by difflib's ratio, or None when nothing is close."""
+    matches = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def unknown_name_message(key: str, value: Any, choices: Iterable[str]) -> str:
+    """``key=value`` is not one of ``choices``: a message with the valid names and the closest."""
+    choices = sorted(choices)
+    message = f"{key}={value!r} is not known. Valid: {', '.join(choices) or '(none)'}."
+    suggestion = closest(value, choices)
+    if suggestion is not None:
+        message += f" Did you mean {suggestion!r}?"
+    return message
+
+
+@dataclass
+class Entry:
+    """One registered name: where it comes from and, once loaded, its constructor."""
+
+    name: str
+    distribution: str
+    target: Callable[..., Any] | None = None
+    entry_point: EntryPoint | None = None
+    error: str | None = None
+
+
+class Registry:
+    """Maps names to constructors for one component kind.
+
+    Args:
+        kind: Human name of the kind, also the config group (``"env"``, ``"network"``, ...).
+        group: Entry-point group plugins declare their entries in (``"rlplat.envs"``).
+        builtins: Module whose import registers rlplat's own entries of this kind.
+    """
+
+    def __init__(self, kind: str, group: str, builtins: str) -> None:
+        self.kind = kind
+        self.group = group
+        self._builtins = builtins
+        self._entries: dict[str, Entry] = {}
+        self._conflicts: dict[str, list[str]] = {}
+        self._discovered = False
+
+    def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator that registers a constructor under ``name``.
+
+        Raises:
+            PluginError: if ``name`` is already registered for this kind.
+        """
+
+        def decorator(target: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self._entries and self._entries[name].target is not target:
+                raise PluginError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = Entry(name, BUILTIN_DISTRIBUTION, target=target)
+            return target
+
+        return decorator
+
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        importlib.import_module(self._builtins)
+        for ep in entry_points(group=self.group):
+            dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+            known = self._entries.get(ep.name)
+            if known is not None:
+                if known.distribution != dist:
+                    self._conflicts.setdefault(ep.name, [known.distribution]).append(dist)
+                continue
+            self._entries[ep.name] = Entry(ep.name, dist, entry_point=ep)
+
+    def names(self) -> list[str]:
+        """All registered names, plugins included, sorted; imports no plugin."""
+        self._discover()
+        return sorted(self._entries)
+
+    def entries(self) -> list[Entry]:
+        """Every entry with its distribution; loads plugins so that failures are reported."""
+        self._discover()
+        for name in list(self._entries):
+            try:
+                self.get(name)
+            except PluginError as error:
+                self._entries[name].error = str(error)
+        return [self._entries[name] for name in sorted(self._entries)]
+
+    def get(self, name: str, key: str | None = None) -> Callable[..., Any]:
+        """The constructor registered as ``name``, importing its plugin on first use.
+
+        Args:
+            name: Registered name.
+            key: Config key the name was given under, for the error message.
+
+        Raises:
+            ConfigError: if ``name`` is not registered (lists the names and the closest).
+            PluginError: if its plugin fails to import, or two distributions claim it.
+        """
+        self._discover()
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ConfigError(unknown_name_message(key or self.kind, name, self._entries))
+        if name in self._conflicts:
+            claimants = " and ".join(repr(d) for d in self._conflicts[name])
+            raise PluginError(f"{self.kind} {name!r} is claimed by both {claimants}; uninstall one")
+        if entry.target is None:
+            assert entry.entry_point is not None
+            try:
+                entry.target = entry.entry_point.load()
+            except Exception as error:  # any import failure of third-party code
+                raise PluginError(
+                    f"{self.kind} {name!r} from distribution {entry.distribution!r} failed to "
+                    f"load ({entry.entry_point.value}): {type(error).__name__}: {error}"
+                ) from error
+        return entry.target
+
+    def build(self, key: str, node: Mapping[str, Any], *args: Any, **extra: Any) -> Any:
+        """Build the entry named by ``node["name"]`` with the node's other keys as kwargs.
+
+        Args:
+            key: Config key of the node (``"network"``), used in error messages.
+            node: Mapping with ``name`` and the constructor's keyword arguments.
+            *args: Positional arguments rlplat supplies (not settable from YAML).
+            **extra: Keyword arguments rlplat supplies (not settable from YAML).
+
+        Raises:
+            ConfigError: unknown name, or keyword arguments the constructor does not take
+                (names the valid keys), or required ones missing.
+        """
+        if "name" not in node:
+            raise ConfigError(f"{key} has no 'name'. Valid names: {', '.join(self.names())}.")
+        kwargs = {k: v for k, v in node.items() if k != "name"}
+        target = self.get(node["name"], key=f"{key}.name" if key != self.kind else key)
+        check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys())
+        return target(*args, **kwargs, **extra)
+
+
+def check_kwargs(
+    key: str,
+    target: Callable[..., Any],
+    kwargs: Mapping[str, Any],
+    supplied: int = 0,
+    reserved: Iterable[str] = (),
+) -> None:
+    """Check ``kwargs`` against ``target``'s signature, in the user's terms.
+
+    Args:
+        key: Config key of the node being checked.
+        target: Callable (function or class) the kwargs are for.
+        kwargs: Keyword arguments from the config.
+        supplied: Number of leading positional parameters rlplat fills in itself.
+        reserved: Keyword parameters rlplat fills in itself.
+
+    Raises:
+        ConfigError: naming an unknown key with the valid keys and the closest, or a missing
+            required key.
+    """
+    params = list(inspect.signature(target).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    named = [p for p in params if p.kind in positional + (inspect.Parameter.KEYWORD_ONLY,)]
+    settable = [p for p in named[supplied:] if p.name not in set(reserved)]
+    valid = [p.name for p in settable]
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        for name, value in kwargs.items():
+            if name not in valid:
+                message = (
+                    f"{key}.{name}={value!r}: {key} has no key {name!r}. "
+                    f"Valid keys: name, {', '.join(valid)}."
+                )
+                suggestion = closest(name, valid)
+                if suggestion is not None:
+                    message += f" Did you mean {suggestion!r}?"
+                raise ConfigError(message)
+    for p in settable:
+        if p.default is inspect.Parameter.empty and p.name not in kwargs:
+            raise ConfigError(f"{key}.{p.name} is required and not set.")
+
+
+ENVS = Registry("env", "rlplat.envs", "rlplat.envs")
+TRANSFORMS = Registry("transform", "rlplat.transforms", "rlplat.transforms")
+NETWORKS = Registry("network", "rlplat.networks", "rlplat.networks")
+COLLECTORS = Registry("collector", "rlplat.collectors", "rlplat.collectors")
+BUFFERS = Registry("buffer", "rlplat.buffers", "rlplat.buffers")
+LOSSES = Registry("loss", "rlplat.losses", "rlplat.losses")
+OPTIMIZERS = Registry("optimizer", "rlplat.optimizers", "rlplat.optim")
+
+REGISTRIES: dict[str, Registry] = {
+    r.kind: r for r in (ENVS, TRANSFORMS, NETWORKS, COLLECTORS, BUFFERS, LOSSES, OPTIMIZERS)
+}
