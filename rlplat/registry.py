@@ -66,10 +66,10 @@ class Registry:
     Args:
         kind: Human name of the kind, also the config group (``"env"``, ``"network"``, ...).
         group: Entry-point group plugins declare their entries in (``"rlplat.envs"``).
-        builtins: Module whose import registers rlplat's own entries of this kind.
+        builtins: Module whose import registers rlplat's own entries of this kind, if any.
     """
 
-    def __init__(self, kind: str, group: str, builtins: str) -> None:
+    def __init__(self, kind: str, group: str, builtins: str | None = None) -> None:
         self.kind = kind
         self.group = group
         self._builtins = builtins
@@ -96,7 +96,8 @@ class Registry:
         if self._discovered:
             return
         self._discovered = True
-        importlib.import_module(self._builtins)
+        if self._builtins is not None:
+            importlib.import_module(self._builtins)
         for ep in entry_points(group=self.group):
             dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
             known = self._entries.get(ep.name)

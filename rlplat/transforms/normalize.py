@@ -64,6 +64,7 @@ class ObservationNorm(Transform):
         self.epsilon = float(epsilon)
         self.stats = RunningMeanStd(tuple(observation_space.shape))
         self._refresh()
+        self.register_load_state_dict_post_hook(lambda module, _: module._refresh())
 
     def _refresh(self) -> None:
         self._mean = self.stats.mean.float()
@@ -75,10 +76,6 @@ class ObservationNorm(Transform):
             self._refresh()
         normalised = (observation - self._mean) * self._inv_std
         return normalised.clamp_(-self.clip, self.clip)
-
-    def _load_from_state_dict(self, *args, **kwargs) -> None:  # keep the float caches in step
-        super()._load_from_state_dict(*args, **kwargs)
-        self._refresh()
 
 
 @TRANSFORMS.register("reward_scale")

@@ -1,0 +1,39 @@
+"""Shared fixtures: a real MLflow sqlite store in a temp dir, and the real CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def cli(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 300):
+    """Run a console script of this environment as a user would; returns CompletedProcess."""
+    full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    full_env.update(env or {})
+    return subprocess.run(
+        [str(BIN / script), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """Tracking URI of a fresh sqlite MLflow store in a temp dir."""
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+TINY = [
+    "trainer.total_frames=256",
+    "trainer.eval_every_frames=128",
+    "trainer.eval_episodes=2",
+    "collector.num_envs=2",
+    "collector.steps_per_env=64",
+    "buffer.epochs=1",
+    "buffer.minibatch_size=64",
+]
+"""Overrides that shrink any on-policy run to a couple of seconds."""

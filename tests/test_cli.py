@@ -1,0 +1,109 @@
+"""Runs: the real rlplat-train entry point as a subprocess, recorded in a real MLflow store."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import TINY, cli
+from mlflow import MlflowClient
+
+
+def files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+
+
+def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tmp_path):
+    result = cli("rlplat-train", "algo=ppo", "env=cartpole", "seed=3", *TINY, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "eval @" in result.stdout and "Traceback" not in result.stderr
+
+    db = tmp_path / "outputs" / "mlflow.db"
+    assert db.exists(), "default store is sqlite under outputs/ of the working directory"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("rlplat")
+    [run] = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.info.artifact_uri.startswith((tmp_path / "outputs" / "mlartifacts").as_uri())
+
+    params = run.data.params
+    assert params["trainer.total_frames"] == "256"
+    assert params["loss.gamma"] == "0.98" and params["env.id"] == "CartPole-v1"
+    assert params["network.hidden_sizes"] == "[64]" and params["seed"] == "3"
+
+    tags = run.data.tags
+    assert (tags["algo"], tags["env"], tags["seed"]) == ("ppo", "cartpole", "3")
+    assert tags["rlplat.version"] and tags["command"].startswith("rlplat-train algo=ppo env=cartpole")
+
+    evals = client.get_metric_history(run.info.run_id, "eval/return_mean")
+    assert [m.step for m in evals] == [128, 256]
+    for metric in ("eval/return_std", "rollout/return_mean", "time/fps", "loss/objective", "loss/critic", "train/approx_kl"):
+        assert metric in run.data.metrics, metric
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "time/fps")] == [128, 256]
+
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "hydra", "checkpoints"} <= artifacts
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "hydra")} >= {
+        "hydra/config.yaml", "hydra/hydra.yaml", "hydra/overrides.yaml"
+    }
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")} == {
+        "checkpoints/final.pt", "checkpoints/best.pt"
+    }
+
+
+BAD_INPUTS = [
+    ("algo=ppoo", ["algo='ppoo'", "Valid: ppo", "Did you mean 'ppo'"]),
+    ("env=pendulumm", ["env='pendulumm'", "cartpole", "gym", "Did you mean 'pendulum'"]),
+    ("network.hiden_sizes=[8]", ["network.hiden_sizes=[8]", "hidden_sizes, activation", "Did you mean 'hidden_sizes'"]),
+    ("trainer.total_frames=-5", ["trainer.total_frames=-5", "integer >= 1"]),
+]
+
+
+@pytest.mark.parametrize("arg,needles", BAD_INPUTS, ids=[a for a, _ in BAD_INPUTS])
+def test_bad_input_exits_non_zero_with_one_clear_message_and_writes_nothing(arg, needles, tmp_path, store):
+    result = cli("rlplat-train", arg, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2
+    message = result.stderr.strip()
+    assert message.startswith("rlplat-train: error:") and len(message.splitlines()) == 1, message
+    for needle in needles:
+        assert needle in message
+    assert "Traceback" not in result.stderr + result.stdout
+    assert files_under(tmp_path / "outputs") == []
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_full_error_shows_the_traceback(tmp_path, store):
+    result = cli("rlplat-train", "trainer.total_frames=-5", f"tracking.uri={store}", cwd=tmp_path, env={"HYDRA_FULL_ERROR": "1"})
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, store):
+    """An env from an installed plugin is an option of env= with no YAML; a run that
+    raises mid-training is recorded FAILED, not left RUNNING."""
+    site = tmp_path / "site"
+    info = site / "exploding_env-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exploding-env\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rlplat.envs]\nexploding = exploding_env:make\n")
+    (site / "exploding_env.py").write_text(textwrap.dedent("""
+        import gymnasium
+
+        class Explode(gymnasium.Wrapper):
+            steps = 0
+            def step(self, action):
+                Explode.steps += 1
+                if Explode.steps > 40:
+                    raise RuntimeError("boom at step 40")
+                return self.env.step(action)
+
+        def make():
+            return Explode(gymnasium.make("CartPole-v1"))
+    """))
+    result = cli("rlplat-train", "env=exploding", f"tracking.uri={store}", *TINY, cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert result.returncode != 0
+    assert "boom at step 40" in result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert run.info.status == "FAILED"
+    assert run.data.tags["env"] == "exploding" and run.data.params["env.name"] == "exploding"

@@ -1,0 +1,88 @@
+"""Numbers: functional/ against naive loops and hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rlplat.functional import (
+    categorical_entropy,
+    categorical_log_prob,
+    generalized_advantage_estimate,
+    normal_entropy,
+    normal_log_prob,
+)
+
+
+def naive_gae(reward, value, next_value, done, terminated, gamma, lmbda):
+    """Per-env, per-step loop straight from the definition."""
+    T, B = reward.shape[:2]
+    advantage = torch.zeros(T, B, 1)
+    for b in range(B):
+        running = 0.0
+        for t in reversed(range(T)):
+            bootstrap = 0.0 if terminated[t, b, 0] else next_value[t, b, 0].item()
+            delta = reward[t, b, 0].item() + gamma * bootstrap - value[t, b, 0].item()
+            carry = 0.0 if done[t, b, 0] else running
+            running = delta + gamma * lmbda * carry
+            advantage[t, b, 0] = running
+    return advantage, advantage + value
+
+
+@pytest.mark.parametrize("gamma,lmbda", [(0.99, 0.95), (0.9, 1.0), (0.5, 0.0)])
+def test_gae_matches_naive_loop_with_terminations_and_truncations(gamma, lmbda):
+    g = torch.Generator().manual_seed(0)
+    T, B = 37, 5
+    reward = torch.randn(T, B, 1, generator=g)
+    value = torch.randn(T, B, 1, generator=g)
+    next_value = torch.randn(T, B, 1, generator=g)
+    terminated = torch.rand(T, B, 1, generator=g) < 0.1
+    truncated = (torch.rand(T, B, 1, generator=g) < 0.1) & ~terminated
+    done = terminated | truncated
+    assert terminated.any() and truncated.any()
+    advantage, target = generalized_advantage_estimate(reward, value, next_value, done, terminated, gamma, lmbda)
+    expected_adv, expected_target = naive_gae(reward, value, next_value, done, terminated, gamma, lmbda)
+    torch.testing.assert_close(advantage, expected_adv)
+    torch.testing.assert_close(target, expected_target)
+
+
+def test_gae_hand_computed_truncation_bootstraps_termination_does_not():
+    # One env, three steps: step 0 truncated (bootstrap V=10), step 1 terminated, step 2 runs on.
+    reward = torch.tensor([1.0, 2.0, 3.0]).view(3, 1, 1)
+    value = torch.tensor([0.5, 0.25, 1.0]).view(3, 1, 1)
+    next_value = torch.tensor([10.0, 7.0, 4.0]).view(3, 1, 1)
+    terminated = torch.tensor([False, True, False]).view(3, 1, 1)
+    done = torch.tensor([True, True, False]).view(3, 1, 1)
+    gamma, lmbda = 0.9, 0.8
+    advantage, _ = generalized_advantage_estimate(reward, value, next_value, done, terminated, gamma, lmbda)
+    a2 = 3.0 + 0.9 * 4.0 - 1.0  # bootstraps from the last next value
+    a1 = 2.0 - 0.25  # terminated: no bootstrap, no carry from a2
+    a0 = 1.0 + 0.9 * 10.0 - 0.5  # truncated: bootstraps, no carry from a1
+    torch.testing.assert_close(advantage.flatten(), torch.tensor([a0, a1, a2]))
+
+
+def test_gae_rejects_mismatched_shapes():
+    x = torch.zeros(4, 2, 1)
+    with pytest.raises(ValueError, match="share one shape"):
+        generalized_advantage_estimate(x, x, torch.zeros(4, 2), x.bool(), x.bool(), 0.9, 0.9)
+
+
+def test_normal_log_prob_and_entropy_match_torch_distributions():
+    g = torch.Generator().manual_seed(1)
+    mean, log_std = torch.randn(6, 3, generator=g), torch.randn(3, generator=g)
+    action = torch.randn(6, 3, generator=g)
+    dist = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(normal_log_prob(action, mean, log_std), dist.log_prob(action).sum(-1))
+    torch.testing.assert_close(normal_entropy(log_std.expand(6, 3)), dist.entropy().sum(-1))
+
+
+def test_categorical_log_prob_and_entropy_match_torch_distributions():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(7, 4, generator=g)
+    action = torch.randint(0, 4, (7,), generator=g)
+    dist = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(categorical_log_prob(action, logits), dist.log_prob(action))
+    torch.testing.assert_close(categorical_entropy(logits), dist.entropy())
+    assert math.isclose(categorical_entropy(torch.zeros(1, 4)).item(), math.log(4), rel_tol=1e-6)

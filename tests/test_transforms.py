@@ -1,0 +1,83 @@
+"""Observation normalisation and reward scaling."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from rlplat.envs.vector import VectorEnv
+from rlplat.registry import ConfigError
+from rlplat.transforms.normalize import ObservationNorm, RewardScale, RunningMeanStd
+
+BOX = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+
+
+def test_running_mean_std_matches_numpy_over_batches():
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randn(n, 3, generator=g) * 4 + 2 for n in (5, 1, 17, 8)]
+    stats = RunningMeanStd((3,))
+    for batch in batches:
+        stats.update(batch)
+    everything = torch.cat(batches).double().numpy()
+    np.testing.assert_allclose(stats.mean.numpy(), everything.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(stats.var.numpy(), everything.var(0), rtol=1e-3)
+
+
+def test_observation_norm_normalises_clips_and_round_trips_its_statistics():
+    norm = ObservationNorm(BOX, clip=5.0)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        norm.transform_observation(torch.randn(64, 3, generator=g) * 10 + 3, update=True)
+    out = norm.transform_observation(torch.randn(4096, 3, generator=g) * 10 + 3, update=False)
+    assert out.mean(0).abs().max() < 0.1 and (out.std(0) - 1).abs().max() < 0.1
+    assert norm.transform_observation(torch.full((1, 3), 1e6), update=False).max() == 5.0
+    restored = ObservationNorm(BOX, clip=5.0)
+    restored.load_state_dict(norm.state_dict())
+    probe = torch.randn(8, 3, generator=g)
+    torch.testing.assert_close(
+        restored.transform_observation(probe, update=False), norm.transform_observation(probe, update=False)
+    )
+
+
+def test_frozen_statistics_do_not_move():
+    norm = ObservationNorm(BOX)
+    before = norm.state_dict()["stats.mean"].clone()
+    norm.transform_observation(torch.ones(10, 3) * 7, update=False)
+    torch.testing.assert_close(norm.state_dict()["stats.mean"], before)
+
+
+def test_evaluation_env_shares_but_does_not_update_transforms():
+    make = lambda: gymnasium.make("Pendulum-v1")  # noqa: E731
+    norm = ObservationNorm(make().observation_space)
+    train = VectorEnv(make, 2, [norm], update_transforms=True)
+    evaluation = VectorEnv(make, 2, [norm], update_transforms=False)
+    train.reset(seed=0)
+    count = norm.stats.count.item()
+    evaluation.reset(seed=1)
+    evaluation.step(torch.zeros(2, 1))
+    assert norm.stats.count.item() == count
+    train.step(torch.zeros(2, 1))
+    assert norm.stats.count.item() == count + 2
+
+
+def test_reward_scale_divides_by_std_of_discounted_return_and_resets_at_episode_end():
+    scale = RewardScale(BOX, gamma=0.5)
+    done = torch.zeros(2, 1, dtype=torch.bool)
+    for _ in range(200):
+        scale.transform_reward(torch.ones(2, 1), done, update=True)
+    # the return of a constant reward 1 converges to 2 and the running var shrinks toward 0
+    out = scale.transform_reward(torch.ones(2, 1), torch.ones(2, 1, dtype=torch.bool), update=True)
+    assert out.min() > 1.0
+    assert scale._discounted.abs().max() == 0.0  # reset at the episode end
+    raw = torch.tensor([[-3.0], [4.0]])
+    torch.testing.assert_close(
+        scale.transform_reward(raw, done, update=False).sign(), raw.sign()
+    )
+
+
+@pytest.mark.parametrize("kwargs,key", [({"clip": 0}, "obs_norm.clip"), ({"clip": -1.0}, "obs_norm.clip")])
+def test_bad_transform_arguments(kwargs, key):
+    with pytest.raises(ConfigError, match=key):
+        ObservationNorm(BOX, **kwargs)
