@@ -1,0 +1,38 @@
+# rlplat: every target sets up its own virtualenv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+# torch is installed first, pinned, so that pip never pulls a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install train test test-all ui bench bench-learning clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create the virtualenv and install rlplat (editable) with test tools
+
+train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in outputs/mlflow.db
+	$(BIN)/rlplat-train algo=ppo env=pendulum
+
+test: $(STAMP)  ## the default test suite (slow learning checks skipped)
+	$(BIN)/pytest -m "not slow"
+
+test-all: $(STAMP)  ## every test, slow learning checks included
+	$(BIN)/pytest
+
+ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
+
+bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop (medians)
+	$(BIN)/python benchmarks/speed.py
+
+bench-learning: $(STAMP)  ## rerun the README results table into benchmarks/results.md
+	$(BIN)/python benchmarks/learning.py
+
+clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)
+	rm -rf $(VENV) build *.egg-info
