@@ -7,7 +7,8 @@ write a results table from what the runs recorded in MLflow.
 Each run is the plain command ``rlplat-train algo=<algo> env=<env> seed=<seed>`` (the
 tuned preset of the pair applies), recorded in the store given by --uri under the
 experiment ``learning-benchmark``. Wall time is measured around the whole command, start-up
-included. The table goes to --out (Markdown) and the numbers to --json.
+included. The table goes to --out (Markdown) and the numbers to --json; a full default run
+also copies the table into README.md between its results markers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from mlflow import MlflowClient
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "learning-benchmark"
+README_START = "<!-- results: benchmarks/results.md -->"
+README_END = "<!-- end results -->"
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,14 @@ def markdown(results: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def copy_into_readme(table: str, readme: Path) -> None:
+    """Replace the table between the results markers of the README with ``table``."""
+    text = readme.read_text()
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="pairs as algo:env (default: all)")
@@ -120,7 +131,10 @@ def main() -> int:
         ok &= sum(r.passed for r in pair) >= needed
         results += pair
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(results))
+    table = markdown(results)
+    args.out.write_text(table)
+    if args.only is None and args.out == parser.get_default("out"):
+        copy_into_readme(table, ROOT / "README.md")  # the full default table is the README's
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
     print(f"wrote {args.out}; {'all pairs met their targets' if ok else 'some pair missed its target'}")
