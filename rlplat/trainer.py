@@ -174,23 +174,14 @@ class Trainer:
         start = time.perf_counter()
         with TrainingDisplay(self.title, config.total_frames) as display:
             for rollout in collector:  # [T, B]
-                rollout = self.loss.preprocess(rollout)
+                rollout = self.loss.preprocess(rollout)  # e.g. GAE
                 self.buffer.extend(rollout)
                 self._set_learning_rate(collector.frames - collector.frames_per_batch)
-                totals, updates = None, 0
-                for batch in self.buffer.batches():  # minibatch epochs, or sampled updates
-                    losses = self._update(batch)
-                    totals = losses if totals is None else totals + losses
-                    updates += 1
+                outputs = [self._update(batch) for batch in self.buffer.batches()]
 
                 frames = collector.frames
                 metrics = {"time/fps": frames / (time.perf_counter() - start)}
-                if totals is not None:
-                    for key, value in (totals / updates).items():
-                        name = f"loss/{key[len(keys.LOSS_PREFIX):]}" if key.startswith(keys.LOSS_PREFIX) else f"train/{key}"
-                        metrics[name] = value.item()
-                metrics["train/lr"] = self.optimizer.param_groups[0]["lr"]
-                metrics["train/updates"] = updates
+                metrics.update(self._update_metrics(outputs))
                 episodes = collector.pop_finished()
                 if episodes:
                     returns = [e.return_ for e in episodes]
@@ -232,10 +223,20 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         if self.config.max_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
-            losses["grad_norm"] = grad_norm
+            losses["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
         self.optimizer.step()
         return losses.detach()
+
+    def _update_metrics(self, outputs: list[TensorDict]) -> dict[str, float]:
+        """Means over a rollout's updates: ``loss_<term>`` -> ``loss/<term>``, any other key
+        of the loss output -> ``train/<key>``; plus the learning rate and update count."""
+        metrics = {"train/lr": self.optimizer.param_groups[0]["lr"], "train/updates": len(outputs)}
+        if outputs:
+            for key, value in torch.stack(outputs).mean().items():
+                prefix = keys.LOSS_PREFIX
+                name = f"loss/{key[len(prefix):]}" if key.startswith(prefix) else f"train/{key}"
+                metrics[name] = value.item()
+        return metrics
 
     def _set_learning_rate(self, frames: int) -> None:
         factor = lr_factor(self.config.lr_schedule, frames, self.config.total_frames)

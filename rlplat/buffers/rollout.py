@@ -51,5 +51,4 @@ class RolloutBuffer:
         usable = n - n % self.minibatch_size
         for _ in range(self.epochs):
             order = torch.randperm(n, device=self._data.device)[:usable]
-            for indices in order.split(self.minibatch_size):
-                yield self._data[indices]
+            yield from self._data[order].split(self.minibatch_size)  # one gather per epoch
