@@ -110,8 +110,6 @@ class VectorEnv:
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset every env; env i is seeded ``seed + i``. Returns ``[B, *obs_shape]``."""
         observation, _ = self.env.reset(seed=seed)
-        if seed is not None:
-            self.env.action_space.seed(seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
         return self._observation(self._to_tensor(observation), update=self.update_transforms)
@@ -122,30 +120,31 @@ class VectorEnv:
         done = terminated | truncated
         self._returns += reward
         self._lengths += 1
+        ended = np.flatnonzero(done)
         next_observation = observation
-        if done.any():
+        if ended.size:  # SAME_STEP autoreset: swap the true final observations back in
             next_observation = observation.copy()
-            for i in np.flatnonzero(done):
+            for i in ended:
                 next_observation[i] = info["final_obs"][i]
                 self.finished.append(Episode(int(i), float(self._returns[i]), int(self._lengths[i])))
-            self._returns[done] = 0.0
-            self._lengths[done] = 0
-        observation = self._to_tensor(observation)
-        next_observation = self._to_tensor(next_observation) if done.any() else observation
+            self._returns[ended] = 0.0
+            self._lengths[ended] = 0
+
         reward_t = torch.from_numpy(reward.astype(np.float32, copy=False)).unsqueeze(-1)
         done_t = torch.from_numpy(done).unsqueeze(-1)
         for transform in self.transforms:
             reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
-        observation = self._observation(observation, update=self.update_transforms)
-        next_observation = (
-            self._observation(next_observation, update=False) if done.any() else observation
+        # statistics are updated once, from the observations the policy acts on next
+        observation_t = self._observation(self._to_tensor(observation), update=self.update_transforms)
+        next_observation_t = (
+            self._observation(self._to_tensor(next_observation), update=False) if ended.size else observation_t
         )
         return Step(
-            next_observation,
+            next_observation_t,
             reward_t,
             torch.from_numpy(terminated).unsqueeze(-1),
             torch.from_numpy(truncated).unsqueeze(-1),
-            observation,
+            observation_t,
         )
 
     def to_env_action(self, action: Tensor) -> np.ndarray:
