@@ -86,3 +86,92 @@ def test_categorical_log_prob_and_entropy_match_torch_distributions():
     torch.testing.assert_close(categorical_log_prob(action, logits), dist.log_prob(action))
     torch.testing.assert_close(categorical_entropy(logits), dist.entropy())
     assert math.isclose(categorical_entropy(torch.zeros(1, 4)).item(), math.log(4), rel_tol=1e-6)
+
+
+def random_rollout(seed: int, T: int = 29, B: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    reward = torch.randn(T, B, 1, generator=g)
+    value = torch.randn(T, B, 1, generator=g)
+    next_value = torch.randn(T, B, 1, generator=g)
+    terminated = torch.rand(T, B, 1, generator=g) < 0.1
+    truncated = (torch.rand(T, B, 1, generator=g) < 0.1) & ~terminated
+    return reward, value, next_value, terminated | truncated, terminated
+
+
+def naive_td_lambda(reward, next_value, done, terminated, gamma, lmbda):
+    T, B = reward.shape[:2]
+    out = torch.zeros(T, B, 1)
+    for b in range(B):
+        for t in range(T):
+            # lambda-return as the weighted sum of n-step returns (Sutton & Barto eq. 12.3)
+            total, weight = 0.0, 1.0
+            for n in range(1, T - t + 1):
+                g_n = naive_n_step_one(reward, next_value, done, terminated, gamma, n, t, b)
+                stop = n == T - t or bool(done[t + n - 1, b, 0])
+                if stop:
+                    total += weight * g_n
+                    break
+                total += weight * (1 - lmbda) * g_n
+                weight *= lmbda
+            out[t, b, 0] = total
+    return out
+
+
+def naive_n_step_one(reward, next_value, done, terminated, gamma, n, t, b):
+    total = 0.0
+    for k in range(n):
+        i = t + k
+        if i >= reward.shape[0]:
+            break
+        total += gamma**k * reward[i, b, 0].item()
+        last = k == n - 1 or i == reward.shape[0] - 1
+        if done[i, b, 0] or last:
+            if not terminated[i, b, 0]:
+                total += gamma ** (k + 1) * next_value[i, b, 0].item()
+            break
+    return total
+
+
+@pytest.mark.parametrize("gamma,lmbda", [(0.99, 0.9), (0.8, 1.0), (0.9, 0.0)])
+def test_td_lambda_matches_weighted_sum_of_n_step_returns(gamma, lmbda):
+    from rlplat.functional import td_lambda_return
+
+    reward, _, next_value, done, terminated = random_rollout(3, T=13, B=3)
+    expected = naive_td_lambda(reward, next_value, done, terminated, gamma, lmbda)
+    torch.testing.assert_close(td_lambda_return(reward, next_value, done, terminated, gamma, lmbda), expected)
+
+
+def test_td_lambda_equals_gae_plus_value():
+    from rlplat.functional import td_lambda_return
+
+    reward, value, next_value, done, terminated = random_rollout(4)
+    # consistent values: V(s_{t+1}) is the next step's V(s) within an episode
+    next_value[:-1] = torch.where(done[:-1], next_value[:-1], value[1:])
+    _, target = generalized_advantage_estimate(reward, value, next_value, done, terminated, 0.97, 0.8)
+    torch.testing.assert_close(td_lambda_return(reward, next_value, done, terminated, 0.97, 0.8), target)
+
+
+@pytest.mark.parametrize("n", [1, 3, 50])
+def test_n_step_return_matches_naive_loop(n):
+    from rlplat.functional import n_step_return
+
+    reward, _, next_value, done, terminated = random_rollout(5)
+    T, B = reward.shape[:2]
+    expected = torch.tensor(
+        [[[naive_n_step_one(reward, next_value, done, terminated, 0.9, n, t, b)] for b in range(B)] for t in range(T)]
+    )
+    torch.testing.assert_close(n_step_return(reward, next_value, done, terminated, 0.9, n), expected)
+
+
+def test_n_step_return_hand_computed():
+    from rlplat.functional import n_step_return
+
+    reward = torch.tensor([1.0, 2.0, 4.0]).view(3, 1, 1)
+    next_value = torch.tensor([10.0, 20.0, 40.0]).view(3, 1, 1)
+    no = torch.zeros(3, 1, 1, dtype=torch.bool)
+    got = n_step_return(reward, next_value, no, no, 0.5, 2)
+    expected = [1 + 0.5 * 2 + 0.25 * 20, 2 + 0.5 * 4 + 0.25 * 40, 4 + 0.5 * 40]
+    torch.testing.assert_close(got.flatten(), torch.tensor(expected))
+    terminated = torch.tensor([False, True, False]).view(3, 1, 1)
+    got = n_step_return(reward, next_value, terminated, terminated, 0.5, 3)
+    torch.testing.assert_close(got.flatten(), torch.tensor([1 + 0.5 * 2, 2.0, 4 + 0.5 * 40]))

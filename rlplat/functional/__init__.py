@@ -1,6 +1,6 @@
 """Pure tensor math with no state: value estimators and distribution formulas."""
 
-from rlplat.functional.advantages import generalized_advantage_estimate
+from rlplat.functional.advantages import generalized_advantage_estimate, n_step_return, td_lambda_return
 from rlplat.functional.distributions import (
     categorical_entropy,
     categorical_log_prob,
@@ -14,4 +14,6 @@ __all__ = [
     "generalized_advantage_estimate",
     "normal_entropy",
     "normal_log_prob",
+    "n_step_return",
+    "td_lambda_return",
 ]
