@@ -44,6 +44,9 @@ class Target:
 TARGETS = [
     Target("ppo", "pendulum", threshold=-250.0, max_seconds=120.0, min_passing=2),
     Target("ppo", "cartpole", threshold=475.0, max_seconds=60.0, min_passing=3),
+    Target("reinforce", "cartpole", threshold=450.0, max_seconds=600.0, min_passing=2),
+    Target("a2c", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2),
+    Target("ppo_kl", "pendulum", threshold=-250.0, max_seconds=600.0, min_passing=2),
 ]
 
 

@@ -6,24 +6,23 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
-from torch import nn
 
 from rlplat import keys
-from rlplat.functional import generalized_advantage_estimate
-from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
+from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES, ConfigError
 
 
 @LOSSES.register("ppo")
-class PPOLoss(nn.Module):
+class PPOLoss(ActorCriticLoss):
     """PPO-clip: ``L = -L^CLIP + c_v * L^VF - c_e * H``, each term returned separately.
 
     ``ratio = pi(a|s) / pi_old(a|s)``;
     ``L^CLIP = mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))``;
     ``L^VF = mean((V(s) - V_target)^2) / 2``, or with value clipping
     ``mean(max((V - V_targ)^2, (V_old + clip(V - V_old, -c, c) - V_targ)^2)) / 2``.
-    Advantages come from GAE(gamma, lambda) computed once per rollout in :meth:`preprocess`,
-    optionally normalised per minibatch.
+    Advantages come from GAE(gamma, lambda) computed once per rollout by
+    :meth:`ActorCriticLoss.preprocess`, optionally normalised per minibatch.
 
     Args:
         observation_space: The env's single observation space (supplied by rlplat).
@@ -61,48 +60,18 @@ class PPOLoss(nn.Module):
         share_torso: bool = False,
         log_std_init: float = 0.0,
     ) -> None:
-        super().__init__()
-        for name, value in (("gamma", gamma), ("gae_lambda", gae_lambda)):
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"loss.{name}={value}: must be in [0, 1]")
+        super().__init__(
+            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init
+        )
         if clip_epsilon <= 0:
             raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")
         if value_clip is not None and value_clip <= 0:
             raise ConfigError(f"loss.value_clip={value_clip}: must be > 0, or null to disable")
-        self.agent = ActorCritic(observation_space, action_space, network, features, share_torso, log_std_init)
-        self.policy = self.agent
-        self.gamma = gamma
-        self.gae_lambda = gae_lambda
         self.clip_epsilon = clip_epsilon
         self.value_clip = value_clip
         self.normalize_advantage = normalize_advantage
         self.entropy_coef = entropy_coef
         self.value_coef = value_coef
-
-    @torch.no_grad()
-    def preprocess(self, rollout: TensorDict) -> TensorDict:
-        """Add ``state_value``, ``advantage`` and ``value_target`` to a ``[T, B]`` rollout.
-
-        V(s_t) and V(s_{t+1}) come from one batched forward over the whole rollout, so a
-        truncated episode bootstraps from the value of its true final observation.
-        """
-        T, B = rollout.batch_size
-        observations = torch.cat([rollout[keys.OBSERVATION], rollout[keys.NEXT_OBSERVATION]])
-        values = self.agent.value(observations.flatten(0, 1)).view(2 * T, B, 1)
-        state_value, next_state_value = values[:T], values[T:]
-        advantage, value_target = generalized_advantage_estimate(
-            rollout[keys.NEXT_REWARD],
-            state_value,
-            next_state_value,
-            rollout[keys.NEXT_DONE],
-            rollout[keys.NEXT_TERMINATED],
-            self.gamma,
-            self.gae_lambda,
-        )
-        rollout[keys.STATE_VALUE] = state_value
-        rollout[keys.ADVANTAGE] = advantage
-        rollout[keys.VALUE_TARGET] = value_target
-        return rollout
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
@@ -110,8 +79,8 @@ class PPOLoss(nn.Module):
         observation = batch[keys.OBSERVATION]
         log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
         advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
-        if self.normalize_advantage and advantage.numel() > 1:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        if self.normalize_advantage:
+            advantage = normalize(advantage)
 
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()

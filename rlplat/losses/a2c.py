@@ -1,0 +1,78 @@
+"""Advantage actor-critic, synchronous (A2C; Mnih et al. 2016, "Asynchronous Methods for
+Deep Reinforcement Learning", algorithm S3, run synchronously over parallel envs)."""
+
+from __future__ import annotations
+
+import gymnasium
+from tensordict import TensorDict
+
+from rlplat import keys
+from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.registry import LOSSES
+
+
+@LOSSES.register("a2c")
+class A2CLoss(ActorCriticLoss):
+    """A2C: ``L = -mean(log pi(a|s) * A) + c_v * mean((V(s) - V_target)^2) - c_e * H``.
+
+    One gradient step per short rollout (the buffer's single epoch over the whole rollout);
+    advantages from GAE (lambda = 1 gives the paper's n-step advantages).
+
+    Args:
+        observation_space: Supplied by rlplat.
+        action_space: Box or Discrete, supplied by rlplat.
+        network: Torso factory, supplied by rlplat.
+        gamma: Discount factor.
+        gae_lambda: GAE lambda.
+        normalize_advantage: Normalise advantages per minibatch.
+        entropy_coef: Weight c_e of the entropy bonus.
+        value_coef: Weight c_v of the value loss.
+        features: Width of the torso output the heads read.
+        share_torso: One torso for actor and critic.
+        log_std_init: Initial log std of the Gaussian policy.
+
+    Raises:
+        ConfigError: for gamma or gae_lambda outside [0, 1].
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        gae_lambda: float = 1.0,
+        normalize_advantage: bool = False,
+        entropy_coef: float = 0.0,
+        value_coef: float = 0.5,
+        features: int = 64,
+        share_torso: bool = False,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__(
+            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init
+        )
+        self.normalize_advantage = normalize_advantage
+        self.entropy_coef = entropy_coef
+        self.value_coef = value_coef
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` batch -> ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``."""
+        observation = batch[keys.OBSERVATION]
+        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
+        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
+        if self.normalize_advantage:
+            advantage = normalize(advantage)
+        pg_loss = -(log_prob * advantage).mean()
+        v_loss = (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
+        entropy = entropy.mean()
+        return TensorDict(
+            {
+                "loss_objective": pg_loss,
+                "loss_critic": self.value_coef * v_loss,
+                "loss_entropy": -self.entropy_coef * entropy,
+                "entropy": entropy.detach(),
+            },
+            batch_size=[],
+        )

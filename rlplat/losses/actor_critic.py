@@ -1,0 +1,90 @@
+"""Shared part of the on-policy actor-critic losses: the agent and GAE preprocessing."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+from torch import Tensor, nn
+
+from rlplat import keys
+from rlplat.functional import generalized_advantage_estimate
+from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
+from rlplat.registry import ConfigError
+
+
+def check_unit_interval(**values: float) -> None:
+    """Raise ConfigError naming ``loss.<key>`` for any value outside [0, 1]."""
+    for name, value in values.items():
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"loss.{name}={value}: must be in [0, 1]")
+
+
+class ActorCriticLoss(nn.Module):
+    """Base of on-policy losses: owns an :class:`ActorCritic` and adds GAE to rollouts.
+
+    Args:
+        observation_space: The env's single observation space (supplied by rlplat).
+        action_space: Box or Discrete (supplied by rlplat).
+        network: Factory of the configured torso (supplied by rlplat).
+        gamma: Discount factor.
+        gae_lambda: GAE lambda (1 gives Monte-Carlo advantages with bootstraps).
+        features: Width of the torso output the heads read.
+        share_torso: One torso for actor and critic.
+        log_std_init: Initial log std of the Gaussian policy (Box actions).
+
+    Raises:
+        ConfigError: if gamma or gae_lambda is outside [0, 1].
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float,
+        gae_lambda: float,
+        features: int,
+        share_torso: bool,
+        log_std_init: float,
+    ) -> None:
+        super().__init__()
+        check_unit_interval(gamma=gamma, gae_lambda=gae_lambda)
+        self.agent = ActorCritic(observation_space, action_space, network, features, share_torso, log_std_init)
+        self.policy = self.agent
+        self.gamma = gamma
+        self.gae_lambda = gae_lambda
+
+    @torch.no_grad()
+    def state_values(self, rollout: TensorDict) -> tuple[Tensor, Tensor]:
+        """V(s_t) and V(s_{t+1}), each ``[T, B, 1]``, from one batched forward; a truncated
+        step's V(s_{t+1}) is the value of its true final observation."""
+        T, B = rollout.batch_size
+        observations = torch.cat([rollout[keys.OBSERVATION], rollout[keys.NEXT_OBSERVATION]])
+        values = self.agent.value(observations.flatten(0, 1)).view(2 * T, B, 1)
+        return values[:T], values[T:]
+
+    @torch.no_grad()
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Add ``state_value``, ``advantage`` (GAE) and ``value_target`` to a ``[T, B]`` rollout."""
+        state_value, next_state_value = self.state_values(rollout)
+        advantage, value_target = generalized_advantage_estimate(
+            rollout[keys.NEXT_REWARD],
+            state_value,
+            next_state_value,
+            rollout[keys.NEXT_DONE],
+            rollout[keys.NEXT_TERMINATED],
+            self.gamma,
+            self.gae_lambda,
+        )
+        rollout[keys.STATE_VALUE] = state_value
+        rollout[keys.ADVANTAGE] = advantage
+        rollout[keys.VALUE_TARGET] = value_target
+        return rollout
+
+
+def normalize(advantage: Tensor) -> Tensor:
+    """Zero mean, unit std (unbiased) over the minibatch; unchanged for a single sample."""
+    if advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)

@@ -1,0 +1,122 @@
+"""PPO with an adaptive KL penalty (Schulman et al. 2017, "Proximal Policy Optimization
+Algorithms", section 4)."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+
+from rlplat import keys
+from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.registry import LOSSES, ConfigError
+
+
+@LOSSES.register("ppo_kl")
+class PPOKLLoss(ActorCriticLoss):
+    """``L^KLPEN = -mean(ratio * A - beta * KL[pi_old, pi])``, plus value loss and entropy.
+
+    KL is estimated per sample as ``(ratio - 1) - log(ratio)`` (non-negative, unbiased).
+    After each policy update (one rollout's epochs), d is that estimate between the policy
+    that collected the rollout and the updated one, over the whole rollout; then
+    ``beta <- beta / 2`` if ``d < kl_target / 1.5`` and ``beta <- beta * 2`` if
+    ``d > kl_target * 1.5`` (the paper's rule). d is measured when the next rollout is
+    preprocessed, before the next update.
+
+    Args:
+        observation_space: Supplied by rlplat.
+        action_space: Box or Discrete, supplied by rlplat.
+        network: Torso factory, supplied by rlplat.
+        gamma: Discount factor.
+        gae_lambda: GAE lambda.
+        kl_target: Target KL d_targ per policy update, in nats.
+        kl_beta_init: Initial penalty coefficient beta.
+        normalize_advantage: Normalise advantages per minibatch.
+        entropy_coef: Weight of the entropy bonus.
+        value_coef: Weight of the value loss.
+        features: Width of the torso output the heads read.
+        share_torso: One torso for actor and critic.
+        log_std_init: Initial log std of the Gaussian policy.
+
+    Raises:
+        ConfigError: for gamma or gae_lambda outside [0, 1], kl_target <= 0 or kl_beta_init < 0.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        kl_target: float = 0.01,
+        kl_beta_init: float = 1.0,
+        normalize_advantage: bool = True,
+        entropy_coef: float = 0.0,
+        value_coef: float = 0.5,
+        features: int = 64,
+        share_torso: bool = False,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__(
+            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init
+        )
+        if kl_target <= 0:
+            raise ConfigError(f"loss.kl_target={kl_target}: must be > 0 (nats)")
+        if kl_beta_init < 0:
+            raise ConfigError(f"loss.kl_beta_init={kl_beta_init}: must be >= 0")
+        self.kl_target = kl_target
+        self.normalize_advantage = normalize_advantage
+        self.entropy_coef = entropy_coef
+        self.value_coef = value_coef
+        self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
+        self._previous: TensorDict | None = None  # the rollout of the latest update
+
+    def adapt_beta(self, kl: float) -> None:
+        """The paper's rule: halve beta below ``kl_target / 1.5``, double it above ``* 1.5``."""
+        if kl < self.kl_target / 1.5:
+            self.kl_beta /= 2.0
+        elif kl > self.kl_target * 1.5:
+            self.kl_beta *= 2.0
+
+    @torch.no_grad()
+    def policy_kl(self, rollout: TensorDict) -> float:
+        """Mean KL estimate between the policy that collected ``rollout`` and the current one."""
+        data = rollout.reshape(-1)
+        log_prob, _ = self.agent.log_prob_entropy(data[keys.OBSERVATION], data[keys.ACTION])
+        log_ratio = log_prob - data[keys.ACTION_LOG_PROB]
+        return ((log_ratio.exp() - 1.0) - log_ratio).mean().item()
+
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Adapt beta from the KL of the latest update, then add GAE to the rollout."""
+        if self._previous is not None:
+            self.adapt_beta(self.policy_kl(self._previous))
+        self._previous = rollout.select(keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
+        return super().preprocess(rollout)
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,
+        ``loss_entropy``; diagnostics ``kl``, ``kl_beta``, ``entropy``."""
+        observation = batch[keys.OBSERVATION]
+        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
+        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
+        if self.normalize_advantage:
+            advantage = normalize(advantage)
+        log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
+        ratio = log_ratio.exp()
+        kl = ((ratio - 1.0) - log_ratio).mean()
+        pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
+        v_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
+        entropy = entropy.mean()
+        return TensorDict(
+            {
+                "loss_objective": pg_loss,
+                "loss_critic": self.value_coef * v_loss,
+                "loss_entropy": -self.entropy_coef * entropy,
+                "entropy": entropy.detach(),
+                "kl": kl.detach(),
+                "kl_beta": self.kl_beta.clone(),
+            },
+            batch_size=[],
+        )
