@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -46,6 +47,7 @@ class TrainerConfig:
     max_grad_norm: float | None = 0.5
     eval_every_frames: int = 20_000
     eval_episodes: int = 10
+    log_every_frames: int = 1000
     objective: str = "eval/return_mean"
 
     def __post_init__(self) -> None:
@@ -57,6 +59,7 @@ class TrainerConfig:
         positive_int("num_threads", self.num_threads)
         positive_int("eval_every_frames", self.eval_every_frames, minimum=0)
         positive_int("eval_episodes", self.eval_episodes)
+        positive_int("log_every_frames", self.log_every_frames, minimum=0)
         if self.device not in DEVICES:
             raise ConfigError(f"trainer.device={self.device!r}: valid: {', '.join(DEVICES)}")
         if self.lr_schedule not in LR_SCHEDULES:
@@ -85,6 +88,25 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("trainer.device='cuda': CUDA is not available here; use cpu or auto")
     return torch.device(name)
+
+
+def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: dict) -> None:
+    """Raise ConfigError when the loss cannot act in the env's action space, naming both
+    and the losses that can."""
+    loss_cls = LOSSES.get(loss_name, key="loss.name")
+    supported = getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+    if isinstance(action_space, supported):
+        return
+    able = [
+        name for name in LOSSES.names()
+        if isinstance(action_space, getattr(LOSSES.get(name), "action_spaces", (type(action_space),)))
+    ]
+    env = env_node.get("id", env_node.get("name"))
+    raise ConfigError(
+        f"loss {loss_name!r} cannot act in env {env!r}: it needs "
+        f"{' or '.join(t.__name__ for t in supported)} actions, the env has {action_space}. "
+        f"Algorithms for this env: {', '.join(able)}."
+    )
 
 
 def seed_everything(seed: int) -> None:
@@ -135,10 +157,11 @@ class Trainer:
         def make_env(num_envs: int, vectorization: str) -> VectorEnv:
             return VectorEnv(make_single_env, num_envs, self.transforms, True, vectorization)
 
-        def network(out_features: int) -> torch.nn.Module:
+        def network(out_features: int, space: gymnasium.Space = observation_space) -> torch.nn.Module:
             node = OmegaConf.to_container(cfg.network, resolve=True)
-            return NETWORKS.build("network", node, observation_space, out_features)
+            return NETWORKS.build("network", node, space, out_features)
 
+        check_action_space(cfg.loss.get("name"), action_space, env_node)
         self.loss = LOSSES.build(
             "loss", OmegaConf.to_container(cfg.loss, resolve=True), observation_space, action_space, network
         ).to(self.device)
@@ -170,6 +193,8 @@ class Trainer:
         """Train for ``trainer.total_frames`` frames; returns the final ``trainer.objective``."""
         config, collector = self.config, self.collector
         next_eval = config.eval_every_frames or config.total_frames
+        next_log = 0
+        outputs: list[TensorDict] = []
         returns: list[float] = []
         start = time.perf_counter()
         with TrainingDisplay(self.title, config.total_frames) as display:
@@ -177,22 +202,27 @@ class Trainer:
                 rollout = self.loss.preprocess(rollout)  # e.g. GAE
                 self.buffer.extend(rollout)
                 self._set_learning_rate(collector.frames - collector.frames_per_batch)
-                outputs = [self._update(batch) for batch in self.buffer.batches()]
+                outputs += [self._update(batch) for batch in self.buffer.batches()]
 
                 frames = collector.frames
+                evaluate = frames >= next_eval or frames >= config.total_frames
+                if frames < next_log and not evaluate:
+                    continue
                 metrics = {"time/fps": frames / (time.perf_counter() - start)}
                 metrics.update(self._update_metrics(outputs))
+                outputs = []
                 episodes = collector.pop_finished()
                 if episodes:
                     returns = [e.return_ for e in episodes]
                     metrics["rollout/return_mean"] = float(np.mean(returns))
                     metrics["rollout/episode_length"] = float(np.mean([e.length for e in episodes]))
                     metrics["rollout/episodes"] = len(episodes)
-                if frames >= next_eval or frames >= config.total_frames:
+                if evaluate:
                     metrics.update(self._evaluate(frames, display))
                     next_eval += config.eval_every_frames or config.total_frames
                 self._log(metrics, frames)
                 display.update(frames, metrics)
+                next_log = frames + config.log_every_frames
 
         elapsed = time.perf_counter() - start
         self.final_metrics = {
@@ -225,10 +255,11 @@ class Trainer:
         if self.config.max_grad_norm is not None:
             losses["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
         self.optimizer.step()
+        self.loss.after_update()  # e.g. target networks
         return losses.detach()
 
     def _update_metrics(self, outputs: list[TensorDict]) -> dict[str, float]:
-        """Means over a rollout's updates: ``loss_<term>`` -> ``loss/<term>``, any other key
+        """Means over the updates since the last log: ``loss_<term>`` -> ``loss/<term>``, any other key
         of the loss output -> ``train/<key>``; plus the learning rate and update count."""
         metrics = {"train/lr": self.optimizer.param_groups[0]["lr"], "train/updates": len(outputs)}
         if outputs:

@@ -37,3 +37,21 @@ TINY = [
     "buffer.minibatch_size=64",
 ]
 """Overrides that shrink any on-policy run to a couple of seconds."""
+
+TINY_OFF_POLICY = [
+    "trainer.total_frames=256",
+    "trainer.eval_every_frames=128",
+    "trainer.eval_episodes=2",
+    "collector.num_envs=2",
+    "collector.steps_per_env=8",
+    "buffer.learning_starts=64",
+    "buffer.batch_size=32",
+]
+"""Overrides that shrink any off-policy run to a couple of seconds."""
+
+OFF_POLICY = ("dqn", "ddpg", "td3", "sac")
+
+
+def tiny(algo: str) -> list[str]:
+    """The tiny-budget overrides for ``algo``."""
+    return TINY_OFF_POLICY if algo in OFF_POLICY else TINY

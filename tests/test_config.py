@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, tiny
 
 from rlplat.config import check_command_line, compose_config, group_options, yaml_options
 from rlplat.registry import REGISTRIES, ConfigError
@@ -16,13 +16,20 @@ PAIRS = [(algo, env) for algo in sorted(yaml_options("algo")) for env in sorted(
 
 
 @pytest.mark.parametrize("algo,env", PAIRS)
-def test_every_algo_env_preset_builds_and_runs_one_update(algo, env, tmp_path):
-    cfg = compose_config([f"algo={algo}", f"env={env}", "tracking.enabled=false", *TINY])
-    trainer = Trainer(cfg, tmp_path)
-    rollout = trainer.loss.preprocess(trainer.collector.rollout())
-    trainer.buffer.extend(rollout)
-    losses = trainer._update(next(iter(trainer.buffer.batches())))
-    assert all(math.isfinite(v.item()) for v in losses.values())
+def test_every_algo_env_preset_builds_and_runs_updates_or_names_the_mismatch(algo, env, tmp_path):
+    cfg = compose_config([f"algo={algo}", f"env={env}", "tracking.enabled=false", *tiny(algo)])
+    try:
+        trainer = Trainer(cfg, tmp_path)
+    except ConfigError as error:  # an algorithm that cannot act in the env's action space
+        assert f"loss {algo!r} cannot act in env" in str(error) and "Algorithms for this env:" in str(error)
+        return
+    for _ in range(64 // trainer.collector.frames_per_batch + 1):
+        rollout = trainer.loss.preprocess(trainer.collector.rollout())
+        trainer.buffer.extend(rollout)
+    outputs = [trainer._update(batch) for batch in trainer.buffer.batches()]
+    assert outputs
+    for losses in outputs:
+        assert all(math.isfinite(v.item()) for v in losses.values())
     trainer.close()
 
 
@@ -62,7 +69,7 @@ def test_tuned_preset_is_applied_for_its_pair_only():
 @pytest.mark.parametrize(
     "arg,needle",
     [
-        ("algo=ppoo", "algo='ppoo' is not known. Valid: a2c, ppo, ppo_kl, reinforce. Did you mean 'ppo'?"),
+        ("algo=ppoo", "algo='ppoo' is not known. Valid: a2c, ddpg, dqn, ppo, ppo_kl, reinforce, sac, td3. Did you mean 'ppo'?"),
         ("env=pendulumm", "Did you mean 'pendulum'?"),
         ("env=cartpole,pendulumm", "env='pendulumm'"),
     ],

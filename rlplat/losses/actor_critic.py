@@ -55,6 +55,9 @@ class ActorCriticLoss(nn.Module):
         self.gamma = gamma
         self.gae_lambda = gae_lambda
 
+    def after_update(self) -> None:
+        """Nothing to do after a gradient step: on-policy losses have no target networks."""
+
     @torch.no_grad()
     def state_values(self, rollout: TensorDict) -> tuple[Tensor, Tensor]:
         """V(s_t) and V(s_{t+1}), each ``[T, B, 1]``, from one batched forward; a truncated

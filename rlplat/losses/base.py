@@ -31,6 +31,10 @@ class Loss(Protocol):
         """``[N]`` batch -> TensorDict of scalar ``loss_*`` terms plus detached diagnostics."""
         ...
 
+    def after_update(self) -> None:
+        """Called after every optimizer step: target-network updates and the like."""
+        ...
+
     def parameters(self) -> Iterator[nn.Parameter]:
         """Every trainable parameter; the trainer's optimizer steps them."""
         ...

@@ -11,8 +11,9 @@ from torch import Tensor, nn
 from rlplat.networks.heads import CategoricalHead, GaussianHead
 from rlplat.registry import ConfigError
 
-NetworkFactory = Callable[[int], nn.Module]
-"""Builds the configured torso for a given ``out_features``: ``[N, *obs] -> [N, out]``."""
+NetworkFactory = Callable[..., nn.Module]
+"""``(out_features, space=<observation space>) -> nn.Module``: the configured torso for
+inputs of ``space`` (by default the env's observations), ``[N, *shape] -> [N, out]``."""
 
 
 class ActorCritic(nn.Module):

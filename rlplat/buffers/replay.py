@@ -1,0 +1,112 @@
+"""Uniform replay buffer with storage allocated once, kept per env in time order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDict
+
+from rlplat.registry import BUFFERS, ConfigError
+
+
+@BUFFERS.register("replay")
+class ReplayBuffer:
+    """Circular storage ``[capacity // B, B]`` of transitions, sampled uniformly.
+
+    Transitions stay in time order per env, so a sample can be a window of
+    ``sequence_length`` consecutive steps of one env (for n-step returns; windows may span
+    episode ends, which the losses handle through ``done``). Updates start once
+    ``learning_starts`` frames were collected; then each rollout of F frames earns
+    ``replay_ratio * F`` gradient updates (fractions carry over).
+
+    Args:
+        frames_per_batch: Frames per rollout (supplied by the trainer).
+        capacity: Transitions kept, in frames; the oldest are overwritten.
+        batch_size: Samples per gradient update N.
+        learning_starts: Frames collected before the first update.
+        replay_ratio: Gradient updates per collected frame.
+        sequence_length: Steps per sample; 1 gives batches ``[N]``, L > 1 gives ``[N, L]``.
+
+    Raises:
+        ConfigError: for non-positive sizes or a negative ratio.
+    """
+
+    def __init__(
+        self,
+        frames_per_batch: int,
+        capacity: int = 1_000_000,
+        batch_size: int = 256,
+        learning_starts: int = 1000,
+        replay_ratio: float = 1.0,
+        sequence_length: int = 1,
+    ) -> None:
+        for key, value in (("capacity", capacity), ("batch_size", batch_size), ("sequence_length", sequence_length)):
+            if value < 1:
+                raise ConfigError(f"buffer.{key}={value}: must be at least 1")
+        if learning_starts < 0:
+            raise ConfigError(f"buffer.learning_starts={learning_starts}: must be >= 0 frames")
+        if replay_ratio <= 0:
+            raise ConfigError(f"buffer.replay_ratio={replay_ratio}: must be > 0 updates per frame")
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+        self.replay_ratio = replay_ratio
+        self.sequence_length = sequence_length
+        self.frames = 0
+        self._storage: TensorDict | None = None
+        self._head = 0  # next row to write
+        self._rows = 0  # rows written, at most the storage length
+        self._credit = 0.0  # updates earned and not yet taken
+
+    def extend(self, rollout: TensorDict) -> None:
+        """Append a ``[T, B]`` rollout, overwriting the oldest rows when full."""
+        T, B = rollout.batch_size
+        if self._storage is None:
+            length = self.capacity // B
+            if length < max(T, self.sequence_length):
+                raise ConfigError(
+                    f"buffer.capacity={self.capacity}: holds {length} steps per env, fewer than a "
+                    f"rollout ({T}) or a sequence ({self.sequence_length})"
+                )
+            self._storage = rollout[0].expand(length, B).clone().zero_()
+        length = self._storage.batch_size[0]
+        rows = (self._head + torch.arange(T)) % length
+        self._storage[rows] = rollout
+        self._head = (self._head + T) % length
+        self._rows = min(self._rows + T, length)
+        self.frames += T * B
+        if self.frames >= self.learning_starts:
+            self._credit += self.replay_ratio * T * B
+
+    def __len__(self) -> int:
+        """Transitions held, in frames."""
+        return 0 if self._storage is None else self._rows * self._storage.batch_size[1]
+
+    def sample(self) -> TensorDict:
+        """``batch_size`` uniform samples: ``[N]``, or ``[N, sequence_length]`` windows."""
+        assert self._storage is not None, "sample() before extend()"
+        length, B = self._storage.batch_size
+        L = self.sequence_length
+        starts = self._rows - L + 1  # windows that do not run past the newest row
+        if starts < 1:
+            raise RuntimeError(f"replay buffer holds {self._rows} steps per env, fewer than a sequence of {L}")
+        oldest = self._head if self._rows == length else 0
+        offset = torch.randint(starts, (self.batch_size,))
+        env = torch.randint(B, (self.batch_size,))
+        rows = (oldest + offset) % length
+        if L == 1:
+            return self._storage[rows, env]
+        rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
+        return self._storage[rows, env.unsqueeze(1).expand(-1, L)]
+
+    def batches(self) -> Iterator[TensorDict]:
+        """The sampled batches earned since the last call (none before ``learning_starts``)."""
+        updates = int(self._credit)
+        self._credit -= updates
+        for _ in range(updates):
+            yield self.sample()
+
+    def state_dict(self) -> dict:
+        """Counters (the stored transitions are not part of a checkpoint)."""
+        return {"frames": self.frames, "credit": self._credit}

@@ -1,0 +1,116 @@
+"""Deep Q-Network (Mnih et al. 2015, "Human-level control through deep reinforcement
+learning"), with double DQN (van Hasselt et al. 2016), a dueling head (Wang et al. 2016)
+and n-step returns (Sutton 1988) as options."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+import torch.nn.functional as F
+from tensordict import TensorDict
+from torch import nn
+
+from rlplat import keys
+from rlplat.functional import n_step_return
+from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.targets import TargetSchedule, frozen_copy
+from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.networks.exploration import EpsilonGreedy
+from rlplat.networks.q import DiscreteQ
+from rlplat.registry import LOSSES, ConfigError
+
+
+@LOSSES.register("dqn")
+class DQNLoss(nn.Module):
+    """TD regression of Q(s, a) on an n-step target with a target network.
+
+    ``y = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) Q_target(s_{t+m}, a*)`` with
+    ``a* = argmax_a Q_target(s_{t+m}, a)``, or with ``double`` ``argmax_a Q(s_{t+m}, a)``
+    from the online network; ``L = huber(Q(s_t, a_t) - y)``. With ``n_step`` > 1 the buffer
+    must sample windows of that length (``buffer.sequence_length``).
+
+    Args:
+        observation_space: Supplied by rlplat.
+        action_space: Discrete, supplied by rlplat.
+        network: Torso factory, supplied by rlplat.
+        gamma: Discount factor.
+        n_step: Steps of the return before bootstrapping.
+        double: Double DQN's action selection by the online network.
+        dueling: Dueling value/advantage head.
+        tau: Polyak coefficient of target updates; 1 copies.
+        target_update_interval: Gradient updates between target updates.
+        epsilon_start: Exploration epsilon at frame 0.
+        epsilon_end: Epsilon after ``exploration_frames``.
+        exploration_frames: Frames over which epsilon decays linearly.
+        features: Width of the torso output.
+
+    Raises:
+        ConfigError: for a non-Discrete action space or an invalid coefficient.
+    """
+
+    action_spaces = (gymnasium.spaces.Discrete,)
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        n_step: int = 1,
+        double: bool = True,
+        dueling: bool = False,
+        tau: float = 1.0,
+        target_update_interval: int = 1000,
+        epsilon_start: float = 1.0,
+        epsilon_end: float = 0.05,
+        exploration_frames: int = 10_000,
+        features: int = 64,
+    ) -> None:
+        super().__init__()
+        check_unit_interval(gamma=gamma)
+        if n_step < 1:
+            raise ConfigError(f"loss.n_step={n_step}: must be at least 1")
+        num_actions = int(action_space.n)
+        self.q = DiscreteQ(network, num_actions, features, dueling)
+        self.q_target = frozen_copy(self.q)
+        self.policy = EpsilonGreedy(self.q, num_actions, epsilon_start, epsilon_end, exploration_frames)
+        self.targets = TargetSchedule(tau, target_update_interval)
+        self.gamma = gamma
+        self.n_step = n_step
+        self.double = double
+
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Nothing to add: targets are computed from the sampled transitions."""
+        return rollout
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` (n_step 1) or ``[N, n_step]`` windows -> ``loss_qvalue``; diagnostics
+        ``q_mean``, ``target_mean``, ``epsilon``."""
+        window = batch.unsqueeze(1) if batch.batch_dims == 1 else batch  # [N, L]
+        window = window.transpose(0, 1)  # [L, N]: time first
+        L, N = window.batch_size
+        with torch.no_grad():
+            next_observation = window[keys.NEXT_OBSERVATION].flatten(0, 1)  # [L * N, *obs]
+            next_q_target = self.q_target(next_observation)
+            chooser = self.q(next_observation) if self.double else next_q_target
+            next_value = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).view(L, N, 1)
+            target = n_step_return(
+                window[keys.NEXT_REWARD], next_value, window[keys.NEXT_DONE], window[keys.NEXT_TERMINATED],
+                self.gamma, self.n_step,
+            )[0]  # [N, 1]
+        first = window[0]
+        q_taken = self.q(first[keys.OBSERVATION]).gather(-1, first[keys.ACTION].unsqueeze(-1))  # [N, 1]
+        loss = F.smooth_l1_loss(q_taken, target)
+        return TensorDict(
+            {
+                "loss_qvalue": loss,
+                "q_mean": q_taken.detach().mean(),
+                "target_mean": target.mean(),
+                "epsilon": torch.tensor(self.policy.epsilon()),
+            },
+            batch_size=[],
+        )
+
+    def after_update(self) -> None:
+        """Update the target network when due."""
+        self.targets.step((self.q_target, self.q))

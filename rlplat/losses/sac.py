@@ -1,0 +1,119 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
+Applications": twin Q, tanh-squashed Gaussian, automatic entropy temperature)."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from rlplat import keys
+from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.targets import TargetSchedule, frozen_copy
+from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.networks.actors import SquashedGaussianActor
+from rlplat.networks.exploration import SquashedGaussianPolicy
+from rlplat.networks.q import ContinuousQEnsemble, state_action_space
+from rlplat.registry import LOSSES, ConfigError
+
+
+@LOSSES.register("sac")
+class SACLoss(nn.Module):
+    """Soft Q-learning with a reparameterised squashed Gaussian actor.
+
+    ``y = r + gamma (1 - terminated) (min_k Q_target_k(s', a') - alpha log pi(a'|s'))``,
+    ``a' ~ pi(.|s')``; ``loss_qvalue = 0.5 * sum_k mean((Q_k(s, a) - y)^2)``;
+    ``loss_actor = mean(alpha log pi(a~|s) - min_k Q_k(s, a~))`` (critics frozen);
+    ``loss_alpha = -mean(log alpha * (log pi(a~|s) + H_target))`` (eq. 18).
+
+    Args:
+        observation_space: Supplied by rlplat.
+        action_space: Box, supplied by rlplat.
+        network: Torso factory, supplied by rlplat (critics get the state-action space).
+        gamma: Discount factor.
+        tau: Polyak coefficient of the target critics, updated after every update.
+        alpha_init: Initial entropy temperature alpha.
+        learn_alpha: Tune alpha towards ``target_entropy``; False keeps ``alpha_init``.
+        target_entropy: Target entropy H_target in nats; null gives ``-action_dim``.
+        num_critics: Critics K; targets and actor use their minimum.
+        warmup_frames: Frames of uniform random actions at the start.
+        features: Width of each torso output.
+
+    Raises:
+        ConfigError: for a non-Box action space or an invalid coefficient.
+    """
+
+    action_spaces = (gymnasium.spaces.Box,)
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        tau: float = 0.005,
+        alpha_init: float = 1.0,
+        learn_alpha: bool = True,
+        target_entropy: float | None = None,
+        num_critics: int = 2,
+        warmup_frames: int = 1000,
+        features: int = 256,
+    ) -> None:
+        super().__init__()
+        check_unit_interval(gamma=gamma)
+        if alpha_init <= 0:
+            raise ConfigError(f"loss.alpha_init={alpha_init}: must be > 0")
+        if num_critics < 1:
+            raise ConfigError(f"loss.num_critics={num_critics}: must be at least 1")
+        action_dim = int(action_space.shape[0])
+        critic_space = state_action_space(observation_space, action_space)
+        self.actor = SquashedGaussianActor(network, action_dim, features)
+        self.critics = ContinuousQEnsemble(lambda out: network(out, critic_space), num_critics, features)
+        self.critics_target = frozen_copy(self.critics)
+        self.policy = SquashedGaussianPolicy(self.actor, action_dim, warmup_frames)
+        self.log_alpha = nn.Parameter(torch.tensor(float(alpha_init)).log(), requires_grad=learn_alpha)
+        self.target_entropy = float(-action_dim if target_entropy is None else target_entropy)
+        self.targets = TargetSchedule(tau, 1)
+        self.gamma = gamma
+
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Nothing to add: targets are computed from the sampled transitions."""
+        return rollout
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` transitions -> ``loss_qvalue``, ``loss_actor``, ``loss_alpha``; diagnostics
+        ``alpha``, ``entropy`` (of the squashed policy, estimated), ``q_mean``."""
+        observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
+        alpha = self.log_alpha.exp().detach()
+        with torch.no_grad():
+            next_observation = batch[keys.NEXT_OBSERVATION]
+            next_action, next_log_prob = self.actor(next_observation)
+            next_q = self.critics_target(next_observation, next_action).min(0).values  # [N, 1]
+            soft_value = next_q - alpha * next_log_prob.unsqueeze(-1)
+            not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
+            target = batch[keys.NEXT_REWARD] + self.gamma * not_terminated * soft_value
+        q = self.critics(observation, action)  # [K, N, 1]
+        loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
+
+        new_action, log_prob = self.actor(observation)  # reparameterised
+        self.critics.requires_grad_(False)  # the actor's loss must not move the critics
+        q_new = self.critics(observation, new_action).min(0).values.squeeze(-1)  # [N]
+        self.critics.requires_grad_(True)
+        loss_actor = (alpha * log_prob - q_new).mean()
+        loss_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        return TensorDict(
+            {
+                "loss_qvalue": loss_qvalue,
+                "loss_actor": loss_actor,
+                "loss_alpha": loss_alpha,
+                "alpha": alpha,
+                "entropy": -log_prob.detach().mean(),
+                "q_mean": q.detach().mean(),
+            },
+            batch_size=[],
+        )
+
+    def after_update(self) -> None:
+        """Polyak-update the target critics."""
+        self.targets.step((self.critics_target, self.critics))

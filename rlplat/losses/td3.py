@@ -1,0 +1,122 @@
+"""Twin Delayed DDPG (Fujimoto et al. 2018, "Addressing Function Approximation Error in
+Actor-Critic Methods", algorithm 1)."""
+
+from __future__ import annotations
+
+import gymnasium
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from rlplat import keys
+from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.targets import TargetSchedule, frozen_copy
+from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.networks.actors import DeterministicActor
+from rlplat.networks.exploration import NoisyDeterministicPolicy
+from rlplat.networks.q import ContinuousQEnsemble, state_action_space
+from rlplat.registry import LOSSES, ConfigError
+
+
+@LOSSES.register("td3")
+class TD3Loss(nn.Module):
+    """Clipped double-Q learning, target policy smoothing and delayed actor updates.
+
+    ``a' = clip(mu_target(s') + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0, sigma)``;
+    ``y = r + gamma (1 - terminated) min_k Q_target_k(s', a')``;
+    ``loss_qvalue = sum_k mean((Q_k(s, a) - y)^2)``; every ``policy_delay`` updates
+    ``loss_actor = -mean(Q_1(s, mu(s)))`` (critics frozen) and the targets move by Polyak tau.
+
+    Args:
+        observation_space: Supplied by rlplat.
+        action_space: Box, supplied by rlplat.
+        network: Torso factory, supplied by rlplat (critics get the state-action space).
+        gamma: Discount factor.
+        tau: Polyak coefficient of the target networks.
+        policy_delay: Critic updates per actor (and target) update.
+        target_policy_noise: Std sigma of the target policy smoothing noise.
+        target_noise_clip: Clip c of that noise.
+        num_critics: Critics K; the target takes their minimum.
+        exploration_noise: Std of the acting noise, in normalised action units.
+        noise_type: ``gaussian`` or ``ou``.
+        warmup_frames: Frames of uniform random actions at the start.
+        features: Width of each torso output.
+
+    Raises:
+        ConfigError: for a non-Box action space or an invalid coefficient.
+    """
+
+    action_spaces = (gymnasium.spaces.Box,)
+
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        gamma: float = 0.99,
+        tau: float = 0.005,
+        policy_delay: int = 2,
+        target_policy_noise: float = 0.2,
+        target_noise_clip: float = 0.5,
+        num_critics: int = 2,
+        exploration_noise: float = 0.1,
+        noise_type: str = "gaussian",
+        warmup_frames: int = 1000,
+        features: int = 256,
+    ) -> None:
+        super().__init__()
+        check_unit_interval(gamma=gamma)
+        if policy_delay < 1:
+            raise ConfigError(f"loss.policy_delay={policy_delay}: must be at least 1")
+        if num_critics < 1:
+            raise ConfigError(f"loss.num_critics={num_critics}: must be at least 1")
+        action_dim = int(action_space.shape[0])
+        critic_space = state_action_space(observation_space, action_space)
+        self.actor = DeterministicActor(network, action_dim, features)
+        self.critics = ContinuousQEnsemble(lambda out: network(out, critic_space), num_critics, features)
+        self.actor_target = frozen_copy(self.actor)
+        self.critics_target = frozen_copy(self.critics)
+        self.policy = NoisyDeterministicPolicy(self.actor, action_dim, noise_type, exploration_noise, warmup_frames)
+        self.targets = TargetSchedule(tau, policy_delay)
+        self.gamma = gamma
+        self.policy_delay = policy_delay
+        self.target_policy_noise = target_policy_noise
+        self.target_noise_clip = target_noise_clip
+        self.updates = 0
+
+    def preprocess(self, rollout: TensorDict) -> TensorDict:
+        """Nothing to add: targets are computed from the sampled transitions."""
+        return rollout
+
+    def forward(self, batch: TensorDict) -> TensorDict:
+        """``[N]`` transitions -> ``loss_qvalue``, ``loss_actor`` (0 between delayed updates)."""
+        observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
+        next_observation = batch[keys.NEXT_OBSERVATION]
+        with torch.no_grad():
+            next_action = self.actor_target(next_observation)
+            if self.target_policy_noise > 0:
+                noise = (torch.randn_like(next_action) * self.target_policy_noise).clamp(
+                    -self.target_noise_clip, self.target_noise_clip
+                )
+                next_action = (next_action + noise).clamp(-1.0, 1.0)
+            next_q = self.critics_target(next_observation, next_action).min(0).values  # [N, 1]
+            not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
+            target = batch[keys.NEXT_REWARD] + self.gamma * not_terminated * next_q
+        q = self.critics(observation, action)  # [K, N, 1]
+        loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
+
+        self.updates += 1
+        if self.updates % self.policy_delay == 0:
+            self.critics.requires_grad_(False)  # the actor's loss must not move the critics
+            loss_actor = -self.critics(observation, self.actor(observation))[0].mean()
+            self.critics.requires_grad_(True)
+        else:
+            loss_actor = torch.zeros((), device=q.device)
+        return TensorDict(
+            {"loss_qvalue": loss_qvalue, "loss_actor": loss_actor, "q_mean": q.detach().mean()},
+            batch_size=[],
+        )
+
+    def after_update(self) -> None:
+        """Polyak-update actor and critic targets every ``policy_delay`` updates."""
+        self.targets.step((self.actor_target, self.actor), (self.critics_target, self.critics))

@@ -1,0 +1,71 @@
+"""Q-networks over torsos from the network registry: discrete (optionally dueling) and
+continuous-action critics, and the twin-critic ensemble of TD3 and SAC."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from rlplat.networks.actor_critic import NetworkFactory
+
+
+def _head(in_features: int, out_features: int) -> nn.Linear:
+    linear = nn.Linear(in_features, out_features)
+    nn.init.orthogonal_(linear.weight, gain=1.0)
+    nn.init.zeros_(linear.bias)
+    return linear
+
+
+class DiscreteQ(nn.Module):
+    """Q(s, .) for Discrete actions: ``[N, *obs] -> [N, num_actions]``.
+
+    With ``dueling`` (Wang et al. 2016) ``Q = V(s) + A(s, a) - mean_a A(s, a)``.
+
+    Args:
+        network: Torso factory for the observation space.
+        num_actions: Number of discrete actions.
+        features: Width of the torso output.
+        dueling: Separate value and advantage streams.
+    """
+
+    def __init__(self, network: NetworkFactory, num_actions: int, features: int, dueling: bool) -> None:
+        super().__init__()
+        self.torso = network(features)
+        self.dueling = dueling
+        self.advantage = _head(features, num_actions)
+        self.value = _head(features, 1) if dueling else None
+
+    def forward(self, observation: Tensor) -> Tensor:
+        h = self.torso(observation)
+        advantage = self.advantage(h)
+        if self.value is None:
+            return advantage
+        return self.value(h) + advantage - advantage.mean(-1, keepdim=True)
+
+
+def state_action_space(observation_space: gymnasium.spaces.Box, action_space: gymnasium.spaces.Box) -> gymnasium.spaces.Box:
+    """The flat Box of ``concat(observation, action)``, the input of a continuous critic."""
+    size = int(np.prod(observation_space.shape)) + int(np.prod(action_space.shape))
+    return gymnasium.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+
+
+class ContinuousQEnsemble(nn.Module):
+    """K independent critics Q_k(s, a) for Box actions: ``[N, *obs], [N, A] -> [K, N, 1]``.
+
+    Args:
+        network: Torso factory, called with the concatenated state-action space.
+        num_critics: K (2 for the twin critics of TD3 and SAC, 1 for DDPG).
+        features: Width of each torso output.
+    """
+
+    def __init__(self, network: NetworkFactory, num_critics: int, features: int) -> None:
+        super().__init__()
+        self.critics = nn.ModuleList(
+            nn.Sequential(network(features), _head(features, 1)) for _ in range(num_critics)
+        )
+
+    def forward(self, observation: Tensor, action: Tensor) -> Tensor:
+        x = torch.cat([observation.flatten(1), action], dim=-1)
+        return torch.stack([critic(x) for critic in self.critics])
