@@ -39,14 +39,19 @@ class Target:
     threshold: float  # final deterministic eval/return_mean to reach
     max_seconds: float  # wall time of one run, start-up included
     min_passing: int  # seeds of three that must pass
+    max_frames: int | None = None  # frames a run may use at most (None: no bound)
 
 
 TARGETS = [
     Target("ppo", "pendulum", threshold=-250.0, max_seconds=120.0, min_passing=2),
     Target("ppo", "cartpole", threshold=475.0, max_seconds=60.0, min_passing=3),
-    Target("reinforce", "cartpole", threshold=450.0, max_seconds=600.0, min_passing=2),
-    Target("a2c", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2),
-    Target("ppo_kl", "pendulum", threshold=-250.0, max_seconds=600.0, min_passing=2),
+    Target("reinforce", "cartpole", threshold=450.0, max_seconds=600.0, min_passing=2, max_frames=300_000),
+    Target("a2c", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2, max_frames=300_000),
+    Target("ppo_kl", "pendulum", threshold=-250.0, max_seconds=600.0, min_passing=2, max_frames=200_000),
+    Target("dqn", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2, max_frames=100_000),
+    Target("ddpg", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
+    Target("td3", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
+    Target("sac", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
 ]
 
 
@@ -88,8 +93,16 @@ def run_one(target: Target, seed: int, uri: str) -> Result:
     final = max(history, key=lambda m: m.step)
     return Result(
         target.algo, target.env, seed, command, final.step, wall, final.value, target.threshold,
-        target.max_seconds, final.value >= target.threshold and wall <= target.max_seconds,
+        target.max_seconds,
+        final.value >= target.threshold
+        and wall <= target.max_seconds
+        and (target.max_frames is None or final.step <= target.max_frames),
     )
+
+
+def frames_bound(result: Result) -> str:
+    bound = next(t.max_frames for t in TARGETS if (t.algo, t.env) == (result.algo, result.env))
+    return "" if bound is None else f", ≤ {bound:,} frames"
 
 
 def markdown(results: list[Result]) -> str:
@@ -100,7 +113,7 @@ def markdown(results: list[Result]) -> str:
     for r in results:
         lines.append(
             f"| `{r.command}` | {r.seed} | {r.frames:,} | {r.wall_seconds:.1f} | {r.eval_return_mean:.1f} "
-            f"| ≥ {r.threshold:g} in ≤ {r.max_seconds:g} s | {'yes' if r.passed else 'no'} |"
+            f"| ≥ {r.threshold:g} in ≤ {r.max_seconds:g} s{frames_bound(r)} | {'yes' if r.passed else 'no'} |"
         )
     return "\n".join(lines) + "\n"
 

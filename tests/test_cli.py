@@ -53,7 +53,7 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
 
 
 BAD_INPUTS = [
-    ("algo=ppoo", ["algo='ppoo'", "Valid: a2c, ppo", "Did you mean 'ppo'"]),
+    ("algo=ppoo", ["algo='ppoo'", "Valid: a2c, ddpg, dqn, ppo, ppo_kl", "Did you mean 'ppo'"]),
     ("env=pendulumm", ["env='pendulumm'", "cartpole", "gym", "Did you mean 'pendulum'"]),
     ("network.hiden_sizes=[8]", ["network.hiden_sizes=[8]", "hidden_sizes, activation", "Did you mean 'hidden_sizes'"]),
     ("trainer.total_frames=-5", ["trainer.total_frames=-5", "integer >= 1"]),
@@ -107,3 +107,40 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
     [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
     assert run.info.status == "FAILED"
     assert run.data.tags["env"] == "exploding" and run.data.params["env.name"] == "exploding"
+
+
+def compatible_pairs():
+    """Every algo preset with every env preset whose action space it can act in."""
+    import gymnasium
+
+    from rlplat.config import compose_config, yaml_options
+    from rlplat.registry import ENVS, LOSSES
+
+    pairs = []
+    for env in sorted(yaml_options("env")):
+        space = ENVS.build("env", dict(compose_config([f"env={env}"]).env)).action_space
+        for algo in sorted(yaml_options("algo")):
+            loss = LOSSES.get(compose_config([f"algo={algo}"]).loss.name)
+            if isinstance(space, getattr(loss, "action_spaces", (gymnasium.spaces.Space,))):
+                pairs.append((algo, env))
+    return pairs
+
+
+@pytest.mark.parametrize("algo,env", compatible_pairs())
+def test_every_algo_runs_end_to_end_on_every_compatible_env(algo, env, tmp_path, store):
+    from conftest import tiny
+
+    result = cli("rlplat-train", f"algo={algo}", f"env={env}", f"tracking.uri={store}", *tiny(algo), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.tags["algo"] == algo
+    assert "eval/return_mean" in run.data.metrics
+    assert any(k.startswith("loss/") for k in run.data.metrics)
+
+
+def test_algorithm_that_cannot_act_in_the_env_names_both(tmp_path, store):
+    result = cli("rlplat-train", "algo=dqn", "env=pendulum", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "loss 'dqn' cannot act in env 'Pendulum-v1'" in result.stderr
+    assert "Discrete" in result.stderr and "Algorithms for this env: a2c, ddpg" in result.stderr

@@ -12,8 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PAIRS = [
+    ("ppo:cartpole", 3), ("ppo:pendulum", 2), ("reinforce:cartpole", 2), ("a2c:cartpole", 2),
+    ("ppo_kl:pendulum", 2), ("dqn:cartpole", 2), ("ddpg:pendulum", 2), ("td3:pendulum", 2), ("sac:pendulum", 2),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("pair,needed", [("ppo:cartpole", 3), ("ppo:pendulum", 2)])
+@pytest.mark.parametrize("pair,needed", PAIRS)
 def test_preset_learns_within_its_budget(pair, needed, tmp_path):
     out = tmp_path / "results.json"
     subprocess.run(

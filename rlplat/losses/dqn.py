@@ -74,7 +74,7 @@ class DQNLoss(nn.Module):
         self.q = DiscreteQ(network, num_actions, features, dueling)
         self.q_target = frozen_copy(self.q)
         self.policy = EpsilonGreedy(self.q, num_actions, epsilon_start, epsilon_end, exploration_frames)
-        self.targets = TargetSchedule(tau, target_update_interval)
+        self.targets = TargetSchedule(tau, target_update_interval, (self.q_target, self.q))
         self.gamma = gamma
         self.n_step = n_step
         self.double = double
@@ -113,4 +113,4 @@ class DQNLoss(nn.Module):
 
     def after_update(self) -> None:
         """Update the target network when due."""
-        self.targets.step((self.q_target, self.q))
+        self.targets.step()

@@ -10,7 +10,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
-from rlplat.losses.targets import TargetSchedule, frozen_copy
+from rlplat.losses.targets import TargetSchedule, frozen, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
 from rlplat.networks.exploration import SquashedGaussianPolicy
@@ -74,7 +74,8 @@ class SACLoss(nn.Module):
         self.policy = SquashedGaussianPolicy(self.actor, action_dim, warmup_frames)
         self.log_alpha = nn.Parameter(torch.tensor(float(alpha_init)).log(), requires_grad=learn_alpha)
         self.target_entropy = float(-action_dim if target_entropy is None else target_entropy)
-        self.targets = TargetSchedule(tau, 1)
+        self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
+        self._critic_params = list(self.critics.parameters())
         self.gamma = gamma
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
@@ -97,9 +98,8 @@ class SACLoss(nn.Module):
         loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
 
         new_action, log_prob = self.actor(observation)  # reparameterised
-        self.critics.requires_grad_(False)  # the actor's loss must not move the critics
-        q_new = self.critics(observation, new_action).min(0).values.squeeze(-1)  # [N]
-        self.critics.requires_grad_(True)
+        with frozen(self._critic_params):  # the actor's loss must not move the critics
+            q_new = self.critics(observation, new_action).min(0).values.squeeze(-1)  # [N]
         loss_actor = (alpha * log_prob - q_new).mean()
         loss_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         return TensorDict(
@@ -116,4 +116,4 @@ class SACLoss(nn.Module):
 
     def after_update(self) -> None:
         """Polyak-update the target critics."""
-        self.targets.step((self.critics_target, self.critics))
+        self.targets.step()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -17,25 +19,34 @@ def frozen_copy(module: nn.Module) -> nn.Module:
     return target
 
 
-@torch.no_grad()
-def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """``theta_target <- (1 - tau) * theta_target + tau * theta`` (tau = 1 copies)."""
-    target_params = list(target.parameters())
-    torch._foreach_lerp_(target_params, list(source.parameters()), tau)
+@contextmanager
+def frozen(parameters: list[nn.Parameter]) -> Iterator[None]:
+    """Parameters take no gradient inside the block (e.g. the critics in an actor loss)."""
+    for p in parameters:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in parameters:
+            p.requires_grad_(True)
 
 
 class TargetSchedule:
-    """When and how to update target networks, counted in gradient updates.
+    """Polyak updates of target networks, every ``interval`` gradient updates.
+
+    ``theta_target <- (1 - tau) * theta_target + tau * theta``; tau = 1 with interval K is a
+    hard copy every K updates (DQN), tau = 0.005 with interval 1 is soft tracking (SAC).
 
     Args:
-        tau: Polyak coefficient in (0, 1]; 1 with ``interval`` K is a hard copy every K updates.
-        interval: Update the targets every ``interval`` gradient updates.
+        tau: Polyak coefficient in (0, 1].
+        interval: Gradient updates between target updates.
+        pairs: ``(target, source)`` modules with matching parameters.
 
     Raises:
         ConfigError: for tau outside (0, 1] or interval < 1.
     """
 
-    def __init__(self, tau: float, interval: int) -> None:
+    def __init__(self, tau: float, interval: int, *pairs: tuple[nn.Module, nn.Module]) -> None:
         if not 0.0 < tau <= 1.0:
             raise ConfigError(f"loss.tau={tau}: must be in (0, 1]")
         if interval < 1:
@@ -43,10 +54,12 @@ class TargetSchedule:
         self.tau = tau
         self.interval = interval
         self.updates = 0
+        self._targets = [p for target, _ in pairs for p in target.parameters()]
+        self._sources = [p for _, source in pairs for p in source.parameters()]
 
-    def step(self, *pairs: tuple[nn.Module, nn.Module]) -> None:
-        """Count one gradient update; update each ``(target, source)`` pair when due."""
+    @torch.no_grad()
+    def step(self) -> None:
+        """Count one gradient update; move the targets when due."""
         self.updates += 1
         if self.updates % self.interval == 0:
-            for target, source in pairs:
-                polyak_update(target, source, self.tau)
+            torch._foreach_lerp_(self._targets, self._sources, self.tau)

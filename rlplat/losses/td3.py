@@ -10,7 +10,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
-from rlplat.losses.targets import TargetSchedule, frozen_copy
+from rlplat.losses.targets import TargetSchedule, frozen, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import DeterministicActor
 from rlplat.networks.exploration import NoisyDeterministicPolicy
@@ -77,7 +77,10 @@ class TD3Loss(nn.Module):
         self.actor_target = frozen_copy(self.actor)
         self.critics_target = frozen_copy(self.critics)
         self.policy = NoisyDeterministicPolicy(self.actor, action_dim, noise_type, exploration_noise, warmup_frames)
-        self.targets = TargetSchedule(tau, policy_delay)
+        self.targets = TargetSchedule(
+            tau, policy_delay, (self.actor_target, self.actor), (self.critics_target, self.critics)
+        )
+        self._critic_params = list(self.critics.parameters())
         self.gamma = gamma
         self.policy_delay = policy_delay
         self.target_policy_noise = target_policy_noise
@@ -107,9 +110,8 @@ class TD3Loss(nn.Module):
 
         self.updates += 1
         if self.updates % self.policy_delay == 0:
-            self.critics.requires_grad_(False)  # the actor's loss must not move the critics
-            loss_actor = -self.critics(observation, self.actor(observation))[0].mean()
-            self.critics.requires_grad_(True)
+            with frozen(self._critic_params):  # the actor's loss must not move the critics
+                loss_actor = -self.critics(observation, self.actor(observation))[0].mean()
         else:
             loss_actor = torch.zeros((), device=q.device)
         return TensorDict(
@@ -119,4 +121,4 @@ class TD3Loss(nn.Module):
 
     def after_update(self) -> None:
         """Polyak-update actor and critic targets every ``policy_delay`` updates."""
-        self.targets.step((self.actor_target, self.actor), (self.critics_target, self.critics))
+        self.targets.step()

@@ -1,0 +1,58 @@
+"""Rollout and replay buffers: sizes, ordering, sampling windows, update credit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rlplat.buffers import ReplayBuffer, RolloutBuffer
+from rlplat.registry import ConfigError
+
+
+def rollout(start: int, T: int, B: int) -> TensorDict:
+    """x[t, b] = 100 * b + (start + t): the env's own step counter."""
+    t = torch.arange(start, start + T, dtype=torch.float32).view(T, 1)
+    return TensorDict({"x": t + 100.0 * torch.arange(B).view(1, B)}, batch_size=[T, B])
+
+
+def test_rollout_buffer_covers_every_sample_once_per_epoch():
+    buffer = RolloutBuffer(frames_per_batch=12, epochs=2, minibatch_size=4)
+    buffer.extend(rollout(0, 4, 3))
+    batches = list(buffer.batches())
+    assert len(batches) == 6 and all(b.batch_size == torch.Size([4]) for b in batches)
+    first_epoch = torch.cat([b["x"] for b in batches[:3]]).sort().values
+    torch.testing.assert_close(first_epoch, rollout(0, 4, 3)["x"].flatten().sort().values)
+
+
+def test_rollout_buffer_rejects_minibatch_larger_than_rollout():
+    with pytest.raises(ConfigError, match=r"buffer.minibatch_size=99: must be in \[1, 12\]"):
+        RolloutBuffer(frames_per_batch=12, minibatch_size=99)
+
+
+def test_replay_starts_after_learning_starts_and_pays_replay_ratio():
+    buffer = ReplayBuffer(frames_per_batch=4, capacity=100, batch_size=3, learning_starts=8, replay_ratio=0.75)
+    counts = []
+    for i in range(4):
+        buffer.extend(rollout(2 * i, 2, 2))  # 4 frames each
+        counts.append(len(list(buffer.batches())))
+    assert counts == [0, 3, 3, 3]  # nothing before 8 frames; then 0.75 updates per new frame
+    assert len(buffer) == 16
+
+
+def test_replay_windows_are_consecutive_steps_of_one_env_across_wraparound():
+    buffer = ReplayBuffer(frames_per_batch=4, capacity=12, batch_size=64, learning_starts=0, sequence_length=3)
+    for i in range(7):  # 6 rows per env; wraps around after three rollouts
+        buffer.extend(rollout(2 * i, 2, 2))
+    window = buffer.sample()["x"]  # [N, 3]
+    assert window.shape == (64, 3)
+    steps = window % 100
+    torch.testing.assert_close(steps[:, 1:] - steps[:, :-1], torch.ones(64, 2))  # consecutive
+    assert (window // 100 == (window[:, :1] // 100)).all()  # one env per window
+    assert steps.min() >= 8 and steps.max() <= 13  # only the 6 newest steps per env remain
+
+
+def test_replay_capacity_too_small_for_a_rollout():
+    buffer = ReplayBuffer(frames_per_batch=8, capacity=4, learning_starts=0)
+    with pytest.raises(ConfigError, match="buffer.capacity=4"):
+        buffer.extend(rollout(0, 4, 2))
