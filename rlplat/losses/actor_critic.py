@@ -32,6 +32,9 @@ class ActorCriticLoss(nn.Module):
         features: Width of the torso output the heads read.
         share_torso: One torso for actor and critic.
         log_std_init: Initial log std of the Gaussian policy (Box actions).
+        normalize_advantage: Normalise advantages per minibatch.
+        entropy_coef: Weight of the entropy bonus.
+        value_coef: Weight of the value loss.
 
     Raises:
         ConfigError: if gamma or gae_lambda is outside [0, 1].
@@ -47,6 +50,9 @@ class ActorCriticLoss(nn.Module):
         features: int,
         share_torso: bool,
         log_std_init: float,
+        normalize_advantage: bool,
+        entropy_coef: float,
+        value_coef: float,
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma, gae_lambda=gae_lambda)
@@ -54,6 +60,16 @@ class ActorCriticLoss(nn.Module):
         self.policy = self.agent
         self.gamma = gamma
         self.gae_lambda = gae_lambda
+        self.normalize_advantage = normalize_advantage
+        self.entropy_coef = entropy_coef
+        self.value_coef = value_coef
+
+    def policy_terms(self, batch: TensorDict) -> tuple[Tensor, Tensor, Tensor]:
+        """A minibatch's ``[N]`` log pi(a|s) and entropy (with gradients) and its ``[N]``
+        advantages, normalised when ``normalize_advantage``."""
+        log_prob, entropy = self.agent.log_prob_entropy(batch[keys.OBSERVATION], batch[keys.ACTION])
+        advantage = batch[keys.ADVANTAGE].squeeze(-1)
+        return log_prob, entropy, normalize(advantage) if self.normalize_advantage else advantage
 
     def after_update(self) -> None:
         """Nothing to do after a gradient step: on-policy losses have no target networks."""

@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES, ConfigError
 
@@ -61,7 +61,8 @@ class PPOLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init
+            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init,
+            normalize_advantage, entropy_coef, value_coef,
         )
         if clip_epsilon <= 0:
             raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")
@@ -69,18 +70,12 @@ class PPOLoss(ActorCriticLoss):
             raise ConfigError(f"loss.value_clip={value_clip}: must be > 0, or null to disable")
         self.clip_epsilon = clip_epsilon
         self.value_clip = value_clip
-        self.normalize_advantage = normalize_advantage
-        self.entropy_coef = entropy_coef
-        self.value_coef = value_coef
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
         diagnostics ``entropy``, ``approx_kl``, ``clip_fraction``, ``ratio`` (means)."""
         observation = batch[keys.OBSERVATION]
-        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
-        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
-        if self.normalize_advantage:
-            advantage = normalize(advantage)
+        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
 
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()

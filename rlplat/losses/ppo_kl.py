@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES, ConfigError
 
@@ -60,16 +60,14 @@ class PPOKLLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init
+            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init,
+            normalize_advantage, entropy_coef, value_coef,
         )
         if kl_target <= 0:
             raise ConfigError(f"loss.kl_target={kl_target}: must be > 0 (nats)")
         if kl_beta_init < 0:
             raise ConfigError(f"loss.kl_beta_init={kl_beta_init}: must be >= 0")
         self.kl_target = kl_target
-        self.normalize_advantage = normalize_advantage
-        self.entropy_coef = entropy_coef
-        self.value_coef = value_coef
         self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
         self._previous: TensorDict | None = None  # the rollout of the latest update
 
@@ -99,10 +97,7 @@ class PPOKLLoss(ActorCriticLoss):
         """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,
         ``loss_entropy``; diagnostics ``kl``, ``kl_beta``, ``entropy``."""
         observation = batch[keys.OBSERVATION]
-        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
-        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
-        if self.normalize_advantage:
-            advantage = normalize(advantage)
+        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
         kl = ((ratio - 1.0) - log_ratio).mean()

@@ -9,7 +9,7 @@ from tensordict import TensorDict
 
 from rlplat import keys
 from rlplat.functional import td_lambda_return
-from rlplat.losses.actor_critic import ActorCriticLoss, normalize
+from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES
 
@@ -52,10 +52,10 @@ class ReinforceLoss(ActorCriticLoss):
         share_torso: bool = False,
         log_std_init: float = 0.0,
     ) -> None:
-        super().__init__(observation_space, action_space, network, gamma, 1.0, features, share_torso, log_std_init)
-        self.normalize_advantage = normalize_advantage
-        self.entropy_coef = entropy_coef
-        self.value_coef = value_coef
+        super().__init__(
+            observation_space, action_space, network, gamma, 1.0, features, share_torso, log_std_init,
+            normalize_advantage, entropy_coef, value_coef,
+        )
 
     @torch.no_grad()
     def preprocess(self, rollout: TensorDict) -> TensorDict:
@@ -73,10 +73,7 @@ class ReinforceLoss(ActorCriticLoss):
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` batch -> ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``."""
         observation = batch[keys.OBSERVATION]
-        log_prob, entropy = self.agent.log_prob_entropy(observation, batch[keys.ACTION])  # [N]
-        advantage = batch[keys.ADVANTAGE].squeeze(-1)  # [N]
-        if self.normalize_advantage:
-            advantage = normalize(advantage)
+        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         pg_loss = -(log_prob * advantage).mean()
         baseline_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
         entropy = entropy.mean()
