@@ -27,6 +27,7 @@ from rlplat.registry import (
     OPTIMIZERS,
     TRANSFORMS,
     ConfigError,
+    PluginError,
     check_kwargs,
 )
 from rlplat.tracking import Tracker
@@ -90,17 +91,25 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def action_spaces(loss_cls: type) -> tuple[type, ...]:
+    """The action-space types a loss can act in: its ``action_spaces`` attribute, or Box and
+    Discrete for a loss that declares none."""
+    return getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+
+
 def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: dict) -> None:
     """Raise ConfigError when the loss cannot act in the env's action space, naming both
-    and the losses that can."""
-    loss_cls = LOSSES.get(loss_name, key="loss.name")
-    supported = getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+    and the (loadable) losses that can."""
+    supported = action_spaces(LOSSES.get(loss_name, key="loss.name"))
     if isinstance(action_space, supported):
         return
-    able = [
-        name for name in LOSSES.names()
-        if isinstance(action_space, getattr(LOSSES.get(name), "action_spaces", (type(action_space),)))
-    ]
+    able = []
+    for name in LOSSES.names():
+        try:
+            if isinstance(action_space, action_spaces(LOSSES.get(name))):
+                able.append(name)
+        except PluginError:  # a broken plugin must not hide this message
+            continue
     env = env_node.get("id", env_node.get("name"))
     raise ConfigError(
         f"loss {loss_name!r} cannot act in env {env!r}: it needs "

@@ -4,6 +4,7 @@ from rlplat.functional.advantages import generalized_advantage_estimate, n_step_
 from rlplat.functional.distributions import (
     categorical_entropy,
     categorical_log_prob,
+    kl_estimate,
     normal_entropy,
     normal_log_prob,
 )
@@ -12,6 +13,7 @@ __all__ = [
     "categorical_entropy",
     "categorical_log_prob",
     "generalized_advantage_estimate",
+    "kl_estimate",
     "normal_entropy",
     "normal_log_prob",
     "n_step_return",

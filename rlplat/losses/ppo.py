@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES, ConfigError
@@ -95,7 +96,7 @@ class PPOLoss(ActorCriticLoss):
 
         entropy = entropy.mean()
         with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's k3 estimator
+            approx_kl = kl_estimate(log_ratio).mean()
             clip_fraction = ((ratio - 1.0).abs() > self.clip_epsilon).float().mean()
         return TensorDict(
             {

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import LOSSES, ConfigError
@@ -84,7 +85,7 @@ class PPOKLLoss(ActorCriticLoss):
         data = rollout.reshape(-1)
         log_prob, _ = self.agent.log_prob_entropy(data[keys.OBSERVATION], data[keys.ACTION])
         log_ratio = log_prob - data[keys.ACTION_LOG_PROB]
-        return ((log_ratio.exp() - 1.0) - log_ratio).mean().item()
+        return kl_estimate(log_ratio).mean().item()
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
         """Adapt beta from the KL of the latest update, then add GAE to the rollout."""
@@ -100,7 +101,7 @@ class PPOKLLoss(ActorCriticLoss):
         log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
-        kl = ((ratio - 1.0) - log_ratio).mean()
+        kl = kl_estimate(log_ratio).mean()
         pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
         v_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
         entropy = entropy.mean()

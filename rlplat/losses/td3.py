@@ -85,7 +85,6 @@ class TD3Loss(nn.Module):
         self.policy_delay = policy_delay
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
-        self.updates = 0
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
         """Nothing to add: targets are computed from the sampled transitions."""
@@ -108,8 +107,7 @@ class TD3Loss(nn.Module):
         q = self.critics(observation, action)  # [K, N, 1]
         loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
 
-        self.updates += 1
-        if self.updates % self.policy_delay == 0:
+        if (self.targets.updates + 1) % self.policy_delay == 0:  # this update is a delayed one
             with frozen(self._critic_params):  # the actor's loss must not move the critics
                 loss_actor = -self.critics(observation, self.actor(observation))[0].mean()
         else:
