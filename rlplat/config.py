@@ -16,11 +16,12 @@ import re
 from collections.abc import Iterable, Sequence
 from importlib.metadata import entry_points
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rlplat.registry import REGISTRIES, ConfigError, unknown_name_message
 
@@ -28,8 +29,11 @@ GROUPS = {"env": "env", "network": "network", "collector": "collector", "buffer"
           "loss": "loss", "optimizer": "optim"}
 """Registry kind -> Hydra config group whose options include that registry's names."""
 
-PRESET_GROUPS = ("algo", "tuned")
+PRESET_GROUPS = ("algo", "tuned", "sweep")
 """Config groups with YAML options only."""
+
+SWEEPS_PACKAGE = "rlplat.sweeps"
+"""Package of sweeps/: ready sweep configs, options of the group ``sweep`` (``-m +sweep=<name>``)."""
 
 CHECKED_NODES = ("env", "network", "collector", "buffer", "loss", "optim", "transforms",
                  "trainer", "tracking")
@@ -56,24 +60,52 @@ def yaml_options(group: str, packages: Iterable[str] | None = None) -> set[str]:
     return names
 
 
+def sweep_files() -> dict[str, Traversable]:
+    """The sweep configs shipped in sweeps/: name -> YAML file."""
+    return {p.name[:-5]: p for p in files(SWEEPS_PACKAGE).iterdir() if p.name.endswith(".yaml")}
+
+
 def group_options(group: str) -> set[str]:
     """Every valid option of a config group: YAML presets and registered names."""
     options = yaml_options(group)
+    if group == "sweep":
+        options.update(sweep_files())
     kinds = [kind for kind, g in GROUPS.items() if g == group]
     for kind in kinds:
         options.update(REGISTRIES[kind].names())
     return options
 
 
+def register_hydra_plugins() -> None:
+    """Register rlplat's Hydra plugins (plugin search path, Optuna sweeper) with Hydra.
+
+    Hydra finds plugins by listing the ``hydra_plugins`` package with pkgutil, which does not
+    see the modules of an editable install; registering them by hand (Hydra's public
+    ``Plugins.register``) works for every kind of install and is idempotent.
+    """
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.rlplat_optuna_sweeper import RlplatOptunaSweeper
+    from hydra_plugins.rlplat_searchpath import RlplatPluginSearchPath
+
+    plugins = Plugins.instance()
+    for plugin in (RlplatPluginSearchPath, RlplatOptunaSweeper):
+        plugins.register(plugin)
+
+
 def register_group_options() -> None:
     """Store ``{name: <name>}`` in Hydra's ConfigStore for every registered name that has no
-    YAML file of its own, so that ``<group>=<name>`` always works."""
+    YAML file of its own, so that ``<group>=<name>`` always works; and the sweep configs of
+    sweeps/ as options of the group ``sweep``."""
     store = ConfigStore.instance()
     for kind, group in GROUPS.items():
         presets = yaml_options(group)
         for name in REGISTRIES[kind].names():
             if name not in presets:
                 store.store(group=group, name=name, node={"name": name}, provider="rlplat")
+    for name, path in sweep_files().items():  # sweep configs are global overlays (@package _global_)
+        node = OmegaConf.create(path.read_text())
+        store.store(group="sweep", name=name, node=node, package="_global_", provider="rlplat")
 
 
 def check_command_line(args: Sequence[str]) -> list[str]:
@@ -91,16 +123,18 @@ def check_command_line(args: Sequence[str]) -> list[str]:
     """
     routed = []
     for arg in args:
-        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+        if arg.startswith(("-", "++", "~")) or "=" not in arg:
             routed.append(arg)
             continue
         key, value = arg.split("=", 1)
+        added = key.startswith("+")  # +group=<name> appends a group the defaults lack (+sweep=...)
+        key = key.removeprefix("+")
         if key in GROUPS.values() or key in PRESET_GROUPS:
             valid = group_options(key)
             for choice in value.split(","):
                 if _PLAIN_CHOICE.match(choice) and choice not in valid:
                     raise ConfigError(unknown_name_message(key, choice, valid))
-        if "." in key and key.split(".", 1)[0] in CHECKED_NODES:
+        if not added and "." in key and key.split(".", 1)[0] in CHECKED_NODES:
             arg = f"++{arg}"
         routed.append(arg)
     return routed
@@ -112,6 +146,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     Sets Hydra's runtime config, so ``${hydra:...}`` interpolations resolve as in a run
     from the current directory; the returned config has no ``hydra`` node.
     """
+    register_hydra_plugins()
     register_group_options()
     with initialize_config_module("rlplat.conf", version_base="1.3"):
         cfg = compose("config", overrides=check_command_line(overrides), return_hydra_config=True)

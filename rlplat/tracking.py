@@ -98,10 +98,9 @@ class Tracker:
         for key, value in tags.items():
             self.client.set_tag(self.run_id, key, value)
 
-    def end(self, failed: bool) -> None:
-        """Mark the run FINISHED, or FAILED; never leaves it RUNNING."""
-        status = RunStatus.FAILED if failed else RunStatus.FINISHED
-        self.client.set_terminated(self.run_id, status=RunStatus.to_string(status))
+    def end(self, status: str) -> None:
+        """End the run with ``status``: FINISHED, FAILED, or KILLED (stopped early, e.g. pruned)."""
+        self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
 
 def run_tags(algo: str, env: str, seed: int, version: str, command: str, cwd: Path) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,12 @@ class Trainer:
         self.best_eval = -float("inf")
         self.last_eval = (float("nan"), float("nan"))
         self.final_metrics: dict[str, float] = {}
+        self.evaluation_hooks: list[Callable[[dict[str, float], int], None]] = []
+        """Called as ``hook(metrics, frames)`` after each evaluation and its logging; a hook
+        may stop training by raising (e.g. ``optuna.TrialPruned`` from a pruner)."""
+        self.job_start: float | None = None
+        """``time.time()`` when the job (or its process) started; when set, ``fit`` logs the
+        start-up cost ``time/startup_s``: seconds from then to the first env step."""
 
     def fit(self) -> float:
         """Train for ``trainer.total_frames`` frames; returns the final ``trainer.objective``."""
@@ -206,6 +213,10 @@ class Trainer:
         outputs: list[TensorDict] = []
         returns: list[float] = []
         start = time.perf_counter()
+        startup = {}
+        if self.job_start is not None:
+            startup = {"start-up (s)": time.time() - self.job_start}
+            self._log({"time/startup_s": startup["start-up (s)"]}, 0)
         with TrainingDisplay(self.title, config.total_frames) as display:
             for rollout in collector:  # [T, B]
                 rollout = self.loss.preprocess(rollout)  # e.g. GAE
@@ -232,6 +243,9 @@ class Trainer:
                 self._log(metrics, frames)
                 display.update(frames, metrics)
                 next_log = frames + config.log_every_frames
+                if evaluate:
+                    for hook in self.evaluation_hooks:
+                        hook(metrics, frames)
 
         elapsed = time.perf_counter() - start
         self.final_metrics = {
@@ -250,6 +264,7 @@ class Trainer:
             {
                 "frames": collector.frames,
                 "wall time (s)": elapsed,
+                **startup,
                 **self.final_metrics,
             }
         )

@@ -1,0 +1,393 @@
+"""An Optuna sweeper for Hydra that prunes: RL-Zoo-style hyperparameter search over rlplat runs.
+
+Select it with ``hydra/sweeper=rlplat_optuna`` (the Optuna sweeps in sweeps/ do)::
+
+    rlplat-train -m +sweep=ppo_pendulum_hpo
+
+The sweeper asks Optuna (current versions; hydra-optuna-sweeper pins optuna<3) for
+``n_jobs`` trials at a time, launches them through whatever Hydra launcher is configured
+(in-process, joblib, Ray, Slurm), and tells Optuna each result: the job's return value
+(``trainer.objective``), PRUNED, or FAIL.
+
+Pruning happens inside the job: after each evaluation the trainer reports ``trainer.objective``
+as the trial's intermediate value, at step = frames, and the job stops early when the study's
+pruner says so (median or successive halving). The job reaches the study through
+the study's storage, named to it by environment variables that the sweeper sets with
+``hydra.job.env_set``, so this works in any launcher whose workers see the storage (by
+default a journal file in the sweep directory; give ``storage`` an RDB URL for workers on
+other machines). A pruned job's MLflow run ends KILLED with tag ``rlplat.pruned=true``.
+
+Search space (``hydra.sweeper.params``), in Hydra's override grammar:
+
+* ``interval(1e-4, 1e-2)``: float uniform; ``tag(log, interval(...))`` log-uniform;
+  ``int(interval(8, 64))`` integer uniform;
+* ``range(1, 10)`` or ``range(0, 1, step=0.1)``: a stepped int or float grid;
+* ``choice(64, 128)`` or ``64,128``: categorical.
+
+References: Akiba et al., "Optuna: A Next-generation Hyperparameter Optimization
+Framework" (KDD 2019); Bergstra et al., "Algorithms for Hyper-Parameter Optimization"
+(TPE, NeurIPS 2011); Li et al., "A System for Massively Parallel Hyperparameter Tuning"
+(ASHA, MLSys 2020).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import (
+    ChoiceSweep,
+    IntervalSweep,
+    Override,
+    RangeSweep,
+)
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from rlplat.registry import ConfigError, closest
+
+log = logging.getLogger(__name__)
+
+ENV_STORAGE = "RLPLAT_OPTUNA_STORAGE"  # the study's storage: an RDB URL or a journal file path
+ENV_STUDY = "RLPLAT_OPTUNA_STUDY"  # the study's name
+ENV_TRIAL_ID = "RLPLAT_OPTUNA_TRIAL_ID"  # the trial's id in the storage
+ENV_TRIAL_NUMBER = "RLPLAT_OPTUNA_TRIAL"  # the trial's number in the study
+PRUNER_ATTR = "rlplat.pruner"  # study user attribute: the pruner config, so jobs build the same
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "successive_halving", "none")
+
+
+@dataclass
+class SamplerConf:
+    """``hydra.sweeper.sampler``: how Optuna proposes trials."""
+
+    name: str = "tpe"  # tpe (Bergstra et al. 2011) or random
+    seed: int | None = None  # seed of the sampler; null draws one
+    n_startup_trials: int = 5  # TPE: random trials before the model takes over
+
+
+@dataclass
+class PrunerConf:
+    """``hydra.sweeper.pruner``: when a running trial stops early. Steps are frames."""
+
+    name: str = "median"  # median, successive_halving, or none
+    n_startup_trials: int = 5  # median: trials that complete before any pruning
+    n_warmup_steps: int = 0  # median: frames of a trial before it can be pruned
+    interval_steps: int = 1  # median: frames between pruning checks (each report is checked when 1)
+    min_resource: int = 1  # successive halving: frames before the first rung
+    reduction_factor: int = 3  # successive halving: 1/reduction_factor of trials go on per rung
+
+
+@dataclass
+class RlplatOptunaSweeperConf:
+    """``hydra.sweeper`` when ``hydra/sweeper=rlplat_optuna``."""
+
+    _target_: str = "hydra_plugins.rlplat_optuna_sweeper.RlplatOptunaSweeper"
+    direction: str = "maximize"  # maximize or minimize trainer.objective
+    study_name: str | None = None  # null: the sweep directory's name
+    storage: str | None = None  # RDB URL (sqlite:///..., postgresql://...); null: a journal file in the sweep dir
+    n_trials: int = 20  # trials in all
+    n_jobs: int = 1  # trials launched at once, as one batch of the launcher
+    sampler: SamplerConf = field(default_factory=SamplerConf)
+    pruner: PrunerConf = field(default_factory=PrunerConf)
+    params: dict[str, str] = field(default_factory=dict)  # config key -> search space (see module doc)
+
+
+def make_sampler(conf: dict[str, Any]) -> Any:
+    """An Optuna sampler from a ``hydra.sweeper.sampler`` mapping.
+
+    Raises:
+        ConfigError: for an unknown sampler name.
+    """
+    import optuna
+
+    if conf["name"] == "tpe":
+        return optuna.samplers.TPESampler(seed=conf["seed"], n_startup_trials=conf["n_startup_trials"])
+    if conf["name"] == "random":
+        return optuna.samplers.RandomSampler(seed=conf["seed"])
+    raise ConfigError(f"hydra.sweeper.sampler.name={conf['name']!r}: valid: {', '.join(SAMPLERS)}")
+
+
+def make_pruner(conf: dict[str, Any]) -> Any:
+    """An Optuna pruner from a ``hydra.sweeper.pruner`` mapping (steps are frames).
+
+    Raises:
+        ConfigError: for an unknown pruner name.
+    """
+    import optuna
+
+    if conf["name"] == "median":
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=conf["n_startup_trials"],
+            n_warmup_steps=conf["n_warmup_steps"],
+            interval_steps=conf["interval_steps"],
+        )
+    if conf["name"] == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=conf["min_resource"], reduction_factor=conf["reduction_factor"]
+        )
+    if conf["name"] == "none":
+        return optuna.pruners.NopPruner()
+    raise ConfigError(f"hydra.sweeper.pruner.name={conf['name']!r}: valid: {', '.join(PRUNERS)}")
+
+
+def open_storage(spec: str) -> Any:
+    """An Optuna storage: ``spec`` is an RDB URL (has ``://``) or a journal file path."""
+    import optuna
+
+    if "://" in spec:
+        return optuna.storages.RDBStorage(spec)
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(spec))
+
+
+def distribution(key: str, override: Override) -> Any:
+    """The Optuna distribution for one search-space entry.
+
+    Raises:
+        ConfigError: when the entry is not a sweep (a single value), or mixes types.
+    """
+    import optuna.distributions as d
+
+    value = override.value()
+    where = f"hydra.sweeper.params.{key}"
+    if isinstance(value, IntervalSweep):
+        log_scale = "log" in value.tags
+        if isinstance(value.start, int) and isinstance(value.end, int):
+            return d.IntDistribution(value.start, value.end, log=log_scale)
+        return d.FloatDistribution(float(value.start), float(value.end), log=log_scale)
+    if isinstance(value, RangeSweep):
+        assert value.start is not None and value.stop is not None
+        if all(isinstance(x, int) for x in (value.start, value.stop, value.step)):
+            return d.IntDistribution(value.start, value.stop - 1, step=value.step)
+        count = math.ceil((value.stop - value.start) / value.step)
+        last = value.start + (count - 1) * value.step
+        return d.FloatDistribution(float(value.start), float(last), step=float(value.step))
+    if isinstance(value, ChoiceSweep):
+        return d.CategoricalDistribution(value.list)
+    raise ConfigError(
+        f"{where}={override.input_line!r} is a single value, not a search space: use "
+        "interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a, b) or choice(a, b, ...)"
+    )
+
+
+def env_set(name: str, value: object) -> str:
+    """A Hydra override that sets environment variable ``name`` for a job."""
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"++hydra.job.env_set.{name}='{text}'"
+
+
+class OptunaSearch:
+    """The work of Hydra's ``rlplat_optuna`` sweeper: Optuna ask-and-tell over batches of
+    launched jobs, with pruning. (The Sweeper class itself must live in ``hydra_plugins``.)
+
+    Args: the fields of :class:`RlplatOptunaSweeperConf`.
+    """
+
+    def __init__(
+        self,
+        direction: str,
+        study_name: str | None,
+        storage: str | None,
+        n_trials: int,
+        n_jobs: int,
+        sampler: DictConfig,
+        pruner: DictConfig,
+        params: DictConfig,
+    ) -> None:
+        self.direction = direction
+        self.study_name = study_name
+        self.storage = storage
+        self.n_trials = n_trials
+        self.n_jobs = n_jobs
+        self.sampler_conf = OmegaConf.to_container(sampler, resolve=True)
+        self.pruner_conf = OmegaConf.to_container(pruner, resolve=True)
+        self.params = OmegaConf.to_container(params, resolve=True) if params else {}
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+
+    def _check(self) -> None:
+        if self.direction not in ("maximize", "minimize"):
+            raise ConfigError(f"hydra.sweeper.direction={self.direction!r}: valid: maximize, minimize")
+        for key, value in (("n_trials", self.n_trials), ("n_jobs", self.n_jobs)):
+            if value < 1:
+                raise ConfigError(f"hydra.sweeper.{key}={value}: must be >= 1")
+        if not self.params:
+            raise ConfigError("hydra.sweeper.params is empty: give at least one key -> search space")
+        for key in self.params:
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(self.config, parent) if parent else self.config
+            if not isinstance(node, DictConfig) or leaf not in node:
+                valid = list(node.keys()) if isinstance(node, DictConfig) else []
+                message = f"hydra.sweeper.params.{key}: the config has no key {key!r}."
+                suggestion = closest(leaf, [str(k) for k in valid])
+                if suggestion is not None:
+                    message += f" Did you mean {parent + '.' if parent else ''}{suggestion!r}?"
+                raise ConfigError(message)
+
+    def _search_space(self, arguments: list[str]) -> tuple[dict[str, Any], list[str]]:
+        """Distributions from ``params`` and from sweeps on the command line; the fixed rest."""
+        parser = OverridesParser.create()
+        space = {}
+        for key, value in self.params.items():
+            space[key] = distribution(key, parser.parse_override(f"{key}={value}"))
+        fixed = []
+        for override in parser.parse_overrides(arguments):
+            if override.is_sweep_override():
+                space[override.get_key_element().lstrip("+")] = distribution(override.get_key_element(), override)
+            else:
+                fixed.append(override.input_line)
+        return space, fixed
+
+    def sweep(self, arguments: list[str]) -> Any:
+        import optuna
+
+        from rlplat.config import check_command_line
+        from rlplat.multirun import discard_active_parent, log_to_active_parent
+
+        try:
+            self._check()
+            space, fixed = self._search_space(list(arguments))
+            sampler, pruner = make_sampler(self.sampler_conf), make_pruner(self.pruner_conf)
+        except ConfigError as error:
+            discard_active_parent()
+            print(f"rlplat-train: error: {error}", file=sys.stderr)
+            sys.exit(2)
+
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        storage_spec = self.storage or str((self.sweep_dir / "optuna.journal").resolve())
+        study_name = self.study_name or self.sweep_dir.name
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            study_name=study_name,
+            storage=open_storage(storage_spec),
+            sampler=sampler,
+            pruner=pruner,
+            direction=self.direction,
+            load_if_exists=True,
+        )
+        study.set_user_attr(PRUNER_ATTR, self.pruner_conf)
+        log.info(f"Optuna study {study_name!r} in {storage_spec}: {self.n_trials} trials, {self.n_jobs} at once")
+
+        launched = 0
+        while launched < self.n_trials:
+            trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - launched))]
+            batch = []
+            for trial in trials:
+                chosen = [f"{key}={value}" for key, value in trial.params.items()]
+                batch.append(
+                    [
+                        *check_command_line([*fixed, *chosen]),
+                        env_set(ENV_STORAGE, storage_spec),
+                        env_set(ENV_STUDY, study_name),
+                        env_set(ENV_TRIAL_ID, trial._trial_id),  # Optuna exposes no public id
+                        env_set(ENV_TRIAL_NUMBER, trial.number),
+                    ]
+                )
+            returns = self.launcher.launch(batch, initial_job_idx=launched)
+            for trial, ret in zip(trials, returns):
+                self._tell(study, trial, ret)
+            launched += len(trials)
+
+        return self._finish(study, log_to_active_parent)
+
+    @staticmethod
+    def _tell(study: Any, trial: Any, ret: Any) -> None:
+        import optuna
+
+        if ret.status == JobStatus.COMPLETED:
+            study.tell(trial, float(ret.return_value))
+        elif isinstance(ret._return_value, optuna.TrialPruned):  # the job's own exception
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            error = ret._return_value
+            log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _finish(self, study: Any, log_to_parent: Any) -> dict[str, Any]:
+        import optuna
+        from rich.console import Console
+
+        states = [t.state for t in study.trials]
+        counts = {s.name: states.count(s) for s in optuna.trial.TrialState if states.count(s)}
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        console = Console(soft_wrap=True)
+        summary = ", ".join(f"{n} {name.lower()}" for name, n in counts.items())
+        if not complete:
+            raise RuntimeError(f"Optuna study {study.study_name!r}: no trial completed ({summary})")
+        best = study.best_trial
+        results = {"best_value": best.value, "best_params": best.params, "best_trial": best.number,
+                   "trials": counts}
+        OmegaConf.save(OmegaConf.create(results), self.sweep_dir / "optimization_results.yaml")
+        console.print(f"[bold]Optuna[/bold]: {len(study.trials)} trials ({summary})")
+        console.print(f"best trial {best.number}: {self.direction} objective = {best.value:.2f}")
+        for key, value in best.params.items():
+            console.print(f"  {key}={value}")
+        log_to_parent(
+            params={f"best.{k}": str(v) for k, v in best.params.items()},
+            metrics={"best/value": best.value, **{f"optuna/{k.lower()}": float(n) for k, n in counts.items()}},
+            tags={"optuna.study": study.study_name, "optuna.best_trial": str(best.number)},
+            artifact=self.sweep_dir / "optimization_results.yaml",
+        )
+        return results
+
+
+class TrialReporter:
+    """The job's side of pruning: reports ``objective`` after each evaluation.
+
+    Built from the environment variables the sweeper sets; None outside an Optuna sweep.
+
+    Args:
+        objective: Metric reported as the intermediate value (``trainer.objective``).
+    """
+
+    def __init__(self, objective: str, storage: str, study_name: str, trial_id: int, number: int) -> None:
+        import optuna
+
+        study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
+        study.pruner = make_pruner(study.user_attrs[PRUNER_ATTR])
+        self.trial = optuna.trial.Trial(study, trial_id)
+        self.objective = objective
+        self.number = number
+
+    @classmethod
+    def from_environment(cls, objective: str) -> TrialReporter | None:
+        """The reporter for this job's trial, or None when this job is not an Optuna trial."""
+        if ENV_TRIAL_ID not in os.environ:
+            return None
+        return cls(
+            objective,
+            os.environ[ENV_STORAGE],
+            os.environ[ENV_STUDY],
+            int(os.environ[ENV_TRIAL_ID]),
+            int(os.environ[ENV_TRIAL_NUMBER]),
+        )
+
+    def __call__(self, metrics: dict[str, float], frames: int) -> None:
+        """Report ``metrics[objective]`` at step ``frames``.
+
+        Raises:
+            optuna.TrialPruned: when the study's pruner stops this trial.
+        """
+        import optuna
+
+        if self.objective not in metrics:
+            return
+        value = metrics[self.objective]
+        self.trial.report(value, step=frames)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(f"trial {self.number} pruned at {frames} frames ({self.objective} {value:.2f})")
