@@ -234,16 +234,16 @@ def _short_numbers(override: str) -> str:
 
 def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
     """Print the sweep's jobs as a rich table, in the order given: the overrides that differ
-    between jobs in a column, the ones they share in the title."""
+    between jobs in a column, the ones they share on a line above."""
     from rich.console import Console
     from rich.table import Table
 
     split = [row.overrides.split() for row in rows]
     shared = set.intersection(*map(set, split)) if split else set()
-    title = f"sweep {sweep_dir}: {len(rows)} jobs, best {objective} first"
+    lines = [f"sweep {sweep_dir}: {len(rows)} jobs, best {objective} first"]
     if shared:
-        title += "\n" + " ".join(o for o in split[0] if o in shared)
-    table = Table(title=title)
+        lines.append("shared overrides: " + " ".join(o for o in split[0] if o in shared))
+    table = Table()
     table.add_column("job", justify="right")
     table.add_column("overrides", overflow="fold")
     table.add_column("status")
@@ -258,4 +258,5 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
     console = Console()
     if not console.is_terminal:  # logs and pipes: wide enough that each job stays on one line
         console = Console(width=200)
+    console.print("\n".join(lines), highlight=False)
     console.print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Mapping
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
@@ -44,6 +46,20 @@ def git_commit(directory: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def store_lock(uri: str) -> contextlib.AbstractContextManager[Any]:
+    """A file lock beside an sqlite store, held while a job opens (and maybe creates) it.
+
+    MLflow creates an sqlite store's tables and runs its migrations when a client first
+    opens it; jobs of a parallel sweep doing that at once fail on "table already exists".
+    Other stores (tracking servers) need no lock.
+    """
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(f"{path}.lock", timeout=300)
+
+
 class Tracker:
     """Records one run in MLflow: params, metrics (step = frames), artifacts, tags, status.
 
@@ -54,8 +70,9 @@ class Tracker:
     """
 
     def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
-        self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = self._experiment(experiment, artifact_location)
+        with store_lock(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment, artifact_location)
         self.run_id: str | None = None
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:

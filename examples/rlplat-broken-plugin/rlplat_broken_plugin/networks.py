@@ -1,0 +1,1 @@
+"""Imports fine, but does not define the ``NoSuchTorso`` its entry point names."""

@@ -1,0 +1,209 @@
+"""rlplat-list: what can be chosen, where it comes from, and which plugins are broken.
+
+    rlplat-list              # every registry kind and config group
+    rlplat-list --kind env   # one registry kind (env, network, ...) or config group (algo, sweep, ...)
+
+Prints, per registry kind, every registered name with the distribution it comes from
+(``rlplat`` for rlplat's own), then the YAML presets of each config group with the
+distribution that ships them, then the plugins that failed to load: each with its kind,
+name, distribution and the reason (an import error, or two distributions claiming one name).
+Every plugin is imported so that failures show. The exit status is 0 even when plugins are
+broken (the listing reports them), and 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+import sys
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rlplat.config import GROUPS, PRESET_GROUPS, sweep_files
+from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, unknown_name_message
+
+PIPE_WIDTH = 10_000
+"""Console width when stdout is not a terminal: nothing wraps, so output can be grepped."""
+
+
+@dataclass
+class Preset:
+    """One YAML file of a config group, chosen as ``<group>=<option>`` on the command line."""
+
+    option: str
+    distribution: str
+    description: str
+
+
+@dataclass
+class Failure:
+    """A plugin entry that could not be loaded."""
+
+    kind: str
+    name: str
+    distribution: str
+    reason: str
+
+
+def conf_sources() -> tuple[list[tuple[str, str]], list[Failure]]:
+    """Config packages with their distributions, rlplat's first; and the ones that fail to import.
+
+    Returns:
+        ``[(distribution, package), ...]`` for every ``rlplat.conf`` package that imports,
+        and a :class:`Failure` (kind ``conf``) for every one that does not.
+    """
+    sources, failures = [(BUILTIN_DISTRIBUTION, "rlplat.conf")], []
+    for ep in entry_points(group="rlplat.conf"):
+        dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+        try:
+            files(ep.value)
+        except Exception as error:  # noqa: BLE001  (any import failure of third-party code is listed)
+            failures.append(Failure("conf", ep.name, dist, f"package {ep.value!r}: {type(error).__name__}: {error}"))
+        else:
+            sources.append((dist, ep.value))
+    return sources, failures
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, whitespace collapsed to single spaces."""
+    return re.split(r"(?<=\.)(?<!e\.g\.)(?<!i\.e\.)(?<!al\.)\s", " ".join(text.split()), maxsplit=1)[0]
+
+
+def yaml_description(text: str) -> str:
+    """The first sentence of a YAML file's leading comment (``@package`` and examples skipped)."""
+    lines = []
+    for line in text.splitlines():
+        body = line[1:].removeprefix(" ")
+        if not line.startswith("#") or (lines and (not body or body[0].isspace())):
+            break  # end of the leading comment, or an indented command-line example
+        if not body.startswith("@package"):
+            lines.append(body)
+    return first_sentence(" ".join(lines))
+
+
+def presets(sources: list[tuple[str, str]]) -> dict[str, list[Preset]]:
+    """Group (``env``, ``hydra/launcher``) -> its YAML presets, sorted by option.
+
+    Groups are the folders of the config packages, and ``sweep``: rlplat's sweeps/.
+    """
+    found: dict[str, list[Preset]] = {}
+
+    def add(group: str, path: Traversable, dist: str) -> None:
+        description = yaml_description(path.read_text(encoding="utf-8"))
+        found.setdefault(group, []).append(Preset(path.name[:-5], dist, description))
+
+    def walk(folder: Traversable, group: str, dist: str) -> None:
+        for path in folder.iterdir():
+            if path.is_dir():
+                walk(path, f"{group}/{path.name}" if group else path.name, dist)
+            elif group and path.name.endswith(".yaml"):
+                add(group, path, dist)
+
+    for dist, package in sources:
+        walk(files(package), "", dist)
+    for path in sweep_files().values():
+        add("sweep", path, BUILTIN_DISTRIBUTION)
+    return {group: sorted(items, key=lambda p: (p.option, p.distribution)) for group, items in found.items()}
+
+
+def summary(target: object) -> str:
+    """The first sentence of ``target``'s docstring, without reST markup."""
+    paragraph = (inspect.getdoc(target) or "").split("\n\n")[0]
+    return first_sentence(re.sub(r":\w+:`([^`]*)`", r"\1", paragraph).replace("``", ""))
+
+
+def short_reason(kind: str, name: str, distribution: str, error: str) -> str:
+    """``error`` without the kind, name and distribution it starts with (they have columns)."""
+    prefix = f"{kind} {name!r} "
+    return error.removeprefix(f"{prefix}from distribution {distribution!r} ").removeprefix(prefix)
+
+
+def table(*columns: str) -> Table:
+    """A borderless table whose columns but the last (names) never wrap."""
+    result = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for i, column in enumerate(columns):
+        last = i == len(columns) - 1
+        result.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis")
+    return result
+
+
+def show(console: Console, title: str, rows: Table, style: str = "bold") -> None:
+    """Print ``title`` on its own line (a table title would wrap to the table's width), then ``rows``."""
+    console.print(Text(title, style=style), rows, "", sep="\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point of ``rlplat-list``; returns (and exits with) the status.
+
+    Args:
+        argv: Arguments after the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        0 after listing (broken plugins included); argparse exits with 2 on bad arguments.
+    """
+    parser = argparse.ArgumentParser(
+        prog="rlplat-list",
+        description="List registered components, YAML presets and plugins that failed to load.",
+    )
+    parser.add_argument("--kind", help="only this registry kind (env, network, ...) or config group (algo, tuned, sweep, ...)")
+    args = parser.parse_args(argv)
+
+    sources, conf_failures = conf_sources()
+    groups = presets(sources)
+    preset_only = [g for g in dict.fromkeys([*PRESET_GROUPS, *sorted(groups)]) if g not in GROUPS.values()]
+    valid = [*REGISTRIES, *preset_only]
+    if args.kind is not None and args.kind not in valid:
+        parser.error(unknown_name_message("--kind", args.kind, valid))
+    kinds = [k for k in REGISTRIES if args.kind in (None, k)]
+    if args.kind is None:
+        shown_groups = [*(GROUPS[k] for k in kinds if k in GROUPS), *preset_only]
+        failures = conf_failures
+    else:  # one registry kind and its group (transforms have none), or one preset group
+        shown_groups = [GROUPS[k] for k in kinds if k in GROUPS] if kinds else [args.kind]
+        failures = []
+
+    # markup off: names, docstrings and errors contain [brackets]
+    console = Console(markup=False) if sys.stdout.isatty() else Console(width=PIPE_WIDTH, markup=False)
+    for kind in kinds:
+        registry = REGISTRIES[kind]
+        group = GROUPS.get(kind)
+        how = f"  ({group}=<name>)" if group else ""
+        entries = table("name", "distribution", "description")
+        for entry in registry.entries():
+            if entry.error is None:
+                entries.add_row(entry.name, entry.distribution, summary(entry.target))
+            else:
+                entries.add_row(entry.name, entry.distribution, Text("failed to load (see below)", style="red"))
+                reason = short_reason(kind, entry.name, entry.distribution, entry.error)
+                failures.append(Failure(kind, entry.name, entry.distribution, reason))
+        show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries)
+
+    for group in shown_groups:
+        found = groups.get(group, [])
+        if found:
+            yamls = table("option", "distribution", "description")
+            for preset in found:
+                yamls.add_row(preset.option, preset.distribution, preset.description)
+            show(console, f"{group} presets", yamls)
+
+    if failures:
+        broken = table("kind", "name", "distribution", "reason")
+        for failure in failures:
+            broken.add_row(failure.kind, failure.name, failure.distribution, failure.reason)
+        show(console, f"Plugins that failed to load ({len(failures)})", broken, style="bold red")
+        console.print("Only runs that use a broken plugin are affected; all other runs work.")
+    elif kinds:
+        console.print("All plugins loaded." if args.kind is None else f"All {args.kind} plugins loaded.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
