@@ -122,9 +122,16 @@ class MlflowSweep(Callback):
     # main process -----------------------------------------------------------------------
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global _active_parent
+        from rlplat.optuna_sweeper import check_sweeper
+        from rlplat.registry import ConfigError
         from rlplat.tracking import Tracker, TrackingConfig
 
         HydraConfig.instance().set_config(config)  # so that ${hydra:runtime.cwd} resolves
+        try:
+            check_sweeper(config)  # bad sweeper config: one message, nothing recorded
+        except ConfigError as error:
+            print(f"rlplat-train: error: {error}", file=sys.stderr)
+            sys.exit(2)
         tracking = TrackingConfig.from_node(config.tracking)
         if not tracking.enabled:
             return

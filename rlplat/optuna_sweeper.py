@@ -174,7 +174,7 @@ def distribution(key: str, override: Override) -> Any:
     if isinstance(value, ChoiceSweep):
         return d.CategoricalDistribution(value.list)
     raise ConfigError(
-        f"{where}={override.input_line!r} is a single value, not a search space: use "
+        f"{where}={override.input_line.split('=', 1)[1]!r} is a single value, not a search space: use "
         "interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a, b) or choice(a, b, ...)"
     )
 
@@ -199,18 +199,18 @@ class OptunaSearch:
         storage: str | None,
         n_trials: int,
         n_jobs: int,
-        sampler: DictConfig,
-        pruner: DictConfig,
-        params: DictConfig,
+        sampler: DictConfig | dict[str, Any],
+        pruner: DictConfig | dict[str, Any],
+        params: DictConfig | dict[str, str] | None,
     ) -> None:
         self.direction = direction
         self.study_name = study_name
         self.storage = storage
         self.n_trials = n_trials
         self.n_jobs = n_jobs
-        self.sampler_conf = OmegaConf.to_container(sampler, resolve=True)
-        self.pruner_conf = OmegaConf.to_container(pruner, resolve=True)
-        self.params = OmegaConf.to_container(params, resolve=True) if params else {}
+        self.sampler_conf = OmegaConf.to_container(OmegaConf.create(sampler), resolve=True)
+        self.pruner_conf = OmegaConf.to_container(OmegaConf.create(pruner), resolve=True)
+        self.params = OmegaConf.to_container(OmegaConf.create(params), resolve=True) if params else {}
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -236,8 +236,21 @@ class OptunaSearch:
                 message = f"hydra.sweeper.params.{key}: the config has no key {key!r}."
                 suggestion = closest(leaf, [str(k) for k in valid])
                 if suggestion is not None:
-                    message += f" Did you mean {parent + '.' if parent else ''}{suggestion!r}?"
+                    message += f" Did you mean {(parent + '.' if parent else '') + suggestion!r}?"
                 raise ConfigError(message)
+
+    def prepare(self, arguments: list[str]) -> tuple[dict[str, Any], list[str], Any, Any]:
+        """Check the sweeper's config against the composed config ``self.config``.
+
+        Returns:
+            The search space (key -> distribution), the fixed overrides, the sampler and the pruner.
+
+        Raises:
+            ConfigError: naming the ``hydra.sweeper`` key at fault and what is valid.
+        """
+        self._check()
+        space, fixed = self._search_space(arguments)
+        return space, fixed, make_sampler(self.sampler_conf), make_pruner(self.pruner_conf)
 
     def _search_space(self, arguments: list[str]) -> tuple[dict[str, Any], list[str]]:
         """Distributions from ``params`` and from sweeps on the command line; the fixed rest."""
@@ -260,10 +273,8 @@ class OptunaSearch:
         from rlplat.multirun import discard_active_parent, log_to_active_parent
 
         try:
-            self._check()
-            space, fixed = self._search_space(list(arguments))
-            sampler, pruner = make_sampler(self.sampler_conf), make_pruner(self.pruner_conf)
-        except ConfigError as error:
+            space, fixed, sampler, pruner = self.prepare(list(arguments))
+        except ConfigError as error:  # only when not checked before (see check_sweeper)
             discard_active_parent()
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)
@@ -344,6 +355,21 @@ class OptunaSearch:
             artifact=self.sweep_dir / "optimization_results.yaml",
         )
         return results
+
+
+def check_sweeper(config: DictConfig) -> None:
+    """Check an ``rlplat_optuna`` sweeper's config before a sweep records anything; a config
+    with another sweeper passes unchecked.
+
+    Raises:
+        ConfigError: naming the ``hydra.sweeper`` key at fault and what is valid.
+    """
+    node = config.hydra.sweeper
+    if node.get("_target_") != RlplatOptunaSweeperConf._target_:
+        return
+    search = OptunaSearch(**{k: v for k, v in node.items() if k != "_target_"})
+    search.config = config
+    search.prepare(list(config.hydra.overrides.task))
 
 
 class TrialReporter:

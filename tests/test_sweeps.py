@@ -1,0 +1,221 @@
+"""Sweeps for real: rlplat-train -m with Hydra's sweepers and launchers, read back from MLflow.
+
+Each test runs the real entry point as a subprocess and reads the store it wrote through
+MlflowClient: one parent run per sweep, one child run per job.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TINY, cli
+from mlflow import MlflowClient
+
+from rlplat.multirun import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
+
+BIN = Path(sys.executable).parent
+
+
+def sweep_runs(uri: str, experiment: str = "rlplat"):
+    """(parent, children) of the only sweep in the store."""
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id], max_results=1000)
+    parents = [r for r in runs if PARENT_TAG not in r.data.tags]
+    assert len(parents) == 1, [r.info.run_name for r in parents]
+    children = [r for r in runs if r.data.tags.get(PARENT_TAG) == parents[0].info.run_id]
+    assert len(children) == len(runs) - 1, "every other run is a child of the parent"
+    return client, parents[0], children
+
+
+def table_values(stdout: str) -> list[float]:
+    """The objective column of the printed job table, top to bottom."""
+    rows = [line.split("│") for line in stdout.splitlines() if line.startswith("│")]
+    return [float(cells[4]) for cells in rows if cells[4].strip() not in ("", "-")]
+
+
+def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorted(tmp_path, store):
+    result = cli(
+        "rlplat-train", "-m", "algo=ppo,a2c", "env=cartpole", "seed=0,1,2", f"tracking.uri={store}", *TINY,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    client, parent, children = sweep_runs(store)
+
+    assert len(children) == 6 and parent.info.status == "FINISHED"
+    assert {c.info.status for c in children} == {"FINISHED"}
+    jobs = {(c.data.tags["algo"], c.data.tags["seed"]) for c in children}
+    assert jobs == {(a, s) for a in ("ppo", "a2c") for s in "012"}
+    for child in children:
+        tags = child.data.tags
+        assert f"algo={tags['algo']}" in tags[OVERRIDES_TAG] and f"seed={tags['seed']}" in tags[OVERRIDES_TAG]
+        assert tags[SWEEP_TAG] == parent.data.tags[SWEEP_TAG]
+        assert child.data.metrics["time/startup_s"] >= 0
+    assert sorted(int(c.data.tags[JOB_TAG]) for c in children) == list(range(6))
+    assert parent.data.params["sweep.overrides"].startswith("algo=ppo,a2c env=cartpole seed=0,1,2")
+
+    assert parent.data.metrics["sweep/jobs"] == 6 and parent.data.metrics["sweep/jobs_failed"] == 0
+    best = max(c.data.metrics["eval/return_mean"] for c in children)
+    assert parent.data.metrics["best/eval/return_mean"] == best
+    assert "jobs.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+    assert "6 jobs, best eval/return_mean first" in result.stdout
+    shown = table_values(result.stdout)
+    assert len(shown) == 6 and shown == sorted(shown, reverse=True) and shown[0] == pytest.approx(best, abs=0.01)
+
+
+def test_a_failing_job_ends_the_sweep_and_its_parent_run_failed(tmp_path, store):
+    result = cli(
+        "rlplat-train", "-m", "algo=ppo", "env=cartpole", "trainer.total_frames=256,-5",
+        f"tracking.uri={store}", *TINY[1:], cwd=tmp_path,
+    )
+    assert result.returncode != 0
+    assert "trainer.total_frames=-5" in result.stderr
+    _, parent, children = sweep_runs(store)
+    assert parent.info.status == "FAILED"
+    assert [c.info.status for c in children] == ["FINISHED"]  # the bad job never started a run
+
+
+OPTUNA_TINY = [
+    "hydra/launcher=basic",
+    "hydra.sweeper.n_trials=6",
+    "hydra.sweeper.pruner.n_startup_trials=2",
+    "hydra.sweeper.pruner.n_warmup_steps=0",
+    "trainer.total_frames=4096",
+    "trainer.eval_every_frames=1024",
+    "trainer.eval_episodes=2",
+    "collector.steps_per_env=256",
+]
+
+
+def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_path, store):
+    result = cli("rlplat-train", "-m", "+sweep=ppo_pendulum_hpo", f"tracking.uri={store}", *OPTUNA_TINY, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, parent, children = sweep_runs(store)
+    assert len(children) == 6 and parent.info.status == "FINISHED"
+
+    [results_file] = (tmp_path / "outputs" / "multirun").rglob("optimization_results.yaml")
+    results = yaml.safe_load(results_file.read_text())
+    assert results["trials"]["PRUNED"] >= 1 and sum(results["trials"].values()) == 6
+
+    pruned = [c for c in children if c.data.tags.get(PRUNED_TAG) == "true"]
+    assert len(pruned) == results["trials"]["PRUNED"]
+    assert {c.info.status for c in pruned} == {"KILLED"}
+    for child in pruned:  # stopped early: fewer evaluations than the 4 of a full trial
+        assert len(client.get_metric_history(child.info.run_id, "eval/return_mean")) < 4
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert len(finished) == results["trials"]["COMPLETE"]
+    assert {c.data.tags["optuna.trial"] for c in children} == {str(i) for i in range(6)}
+
+    best = results["best_params"]
+    assert set(best) == {"optim.lr", "loss.gamma", "loss.gae_lambda", "loss.clip_epsilon", "buffer.epochs"}
+    for key, value in best.items():
+        assert parent.data.params[f"best.{key}"] == str(value)
+    assert parent.data.metrics["best/value"] == pytest.approx(results["best_value"])
+    [best_run] = [c for c in children if c.data.tags["optuna.trial"] == str(results["best_trial"])]
+    assert float(best_run.data.params["optim.lr"]) == pytest.approx(best["optim.lr"])
+    assert f"best trial {results['best_trial']}" in result.stdout
+    assert f"loss.gamma={best['loss.gamma']}" in result.stdout
+    assert "PRUNED" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["+sweep=ppo_pendulum_hpoo"], ["sweep='ppo_pendulum_hpoo'", "Did you mean 'ppo_pendulum_hpo'"]),
+        (["+sweep=ppo_pendulum_hpo", "hydra.sweeper.pruner.name=medain"],
+         ["hydra.sweeper.pruner.name='medain'", "median, successive_halving, none"]),
+        (["+sweep=ppo_pendulum_hpo", "++hydra.sweeper.params={optim.lrr: 'interval(0.1, 0.2)'}"],
+         ["hydra.sweeper.params.optim.lrr", "Did you mean 'optim.lr'"]),
+    ],
+)
+def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needles, tmp_path, store):
+    result = cli("rlplat-train", "-m", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("rlplat-train: error: ")
+    for needle in needles:
+        assert needle in line
+    if Path(store.removeprefix("sqlite:///")).exists():
+        client = MlflowClient(tracking_uri=store)
+        experiment = client.get_experiment_by_name("rlplat")
+        assert experiment is None or client.search_runs([experiment.experiment_id]) == []
+    assert not list((tmp_path / "outputs").rglob("*.pt"))
+
+
+def test_parallel_launcher_records_every_job_in_one_sqlite_store(tmp_path, store):
+    result = cli(
+        "rlplat-train", "-m", "hydra/launcher=parallel", "algo=ppo", "env=cartpole", "seed=0,1,2,3",
+        f"tracking.uri={store}", *TINY, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "locked" not in result.stderr and "Joblib" in result.stderr + result.stdout
+    _, parent, children = sweep_runs(store)
+    assert parent.data.tags["rlplat.launcher"] == "parallel"
+    assert sorted(c.data.tags["seed"] for c in children) == ["0", "1", "2", "3"]
+    assert {c.info.status for c in children} == {"FINISHED"} and parent.info.status == "FINISHED"
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "true"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'rlplat[ray]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is None,
+    reason="hydra-ray-launcher is not installed (pip install 'rlplat[ray]')",
+)
+@pytest.mark.skipif(not _unshare_works(), reason="needs unshare (root) for a loopback-only network namespace")
+def test_ray_launcher_runs_a_sweep_on_a_local_ray_head_with_a_tracking_server(tmp_path):
+    """A Ray head and an MLflow tracking server on 127.0.0.1, inside a network namespace that
+    has only a loopback interface (so neither can reach or bind any other address); the sweep
+    runs its two jobs as Ray tasks that log to the server."""
+    db = tmp_path / "server.db"
+    ray_dir = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # Ray's socket paths must stay < 108 bytes
+    tiny = " ".join(TINY)
+    script = textwrap.dedent(
+        f"""\
+        set -u
+        ip link set lo up
+        export RAY_USAGE_STATS_ENABLED=0
+        {BIN}/ray start --head --node-ip-address=127.0.0.1 --port=6390 --num-cpus=2 \\
+            --include-dashboard=false --disable-usage-stats --temp-dir={ray_dir} > ray.log 2>&1 || exit 90
+        {BIN}/mlflow server --host 127.0.0.1 --port 5077 --backend-store-uri sqlite:///{db} \\
+            --workers 1 > mlflow.log 2>&1 &
+        for i in $(seq 120); do
+            {sys.executable} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:5077/health')" \\
+                2>/dev/null && break
+            sleep 0.5
+        done
+        {BIN}/rlplat-train -m hydra/launcher=ray_cluster hydra.launcher.ray.init.address=127.0.0.1:6390 \\
+            tracking.uri=http://127.0.0.1:5077 algo=ppo env=cartpole seed=0,1 {tiny}
+        code=$?
+        {BIN}/ray stop --force > /dev/null 2>&1
+        exit $code
+        """
+    )
+    (tmp_path / "ray_sweep.sh").write_text(script)
+    try:
+        result = subprocess.run(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", "ray_sweep.sh"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=400, check=False,
+        )
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    assert result.returncode == 0, result.stderr[-4000:] + (tmp_path / "ray.log").read_text()[-2000:]
+
+    _, parent, children = sweep_runs(f"sqlite:///{db}")
+    assert parent.data.tags["rlplat.launcher"] == "ray_cluster" and parent.info.status == "FINISHED"
+    assert sorted(c.data.tags["seed"] for c in children) == ["0", "1"]
+    assert {c.info.status for c in children} == {"FINISHED"}
+    assert "2 jobs, best eval/return_mean first" in result.stdout
