@@ -140,6 +140,15 @@ def check_command_line(args: Sequence[str]) -> list[str]:
     return routed
 
 
+def unroute(override: str) -> str:
+    """``++trainer.x=1`` -> ``trainer.x=1`` for keys :func:`check_command_line` routes itself,
+    so that recorded commands read as typed; other overrides unchanged."""
+    key = override.split("=", 1)[0]
+    if override.startswith("++") and key[2:].split(".", 1)[0] in CHECKED_NODES:
+        return override[2:]
+    return override
+
+
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose rlplat's config outside ``rlplat-train`` (tests, benchmarks, notebooks).
 

@@ -33,6 +33,8 @@ from hydra.core.utils import filter_overrides
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rlplat.config import unroute
+
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag: the UI shows children under parents
 SWEEP_TAG = "rlplat.sweep"  # on parent and children: the sweep's output directory
 OVERRIDES_TAG = "rlplat.overrides"  # on a child: the job's overrides, space-separated
@@ -105,7 +107,7 @@ def child_tags(parent: ParentRun, hydra_cfg: DictConfig) -> dict[str, str]:
         PARENT_TAG: parent.run_id,
         SWEEP_TAG: str(hydra_cfg.sweep.dir),
         JOB_TAG: str(hydra_cfg.job.num),
-        OVERRIDES_TAG: " ".join(o.removeprefix("++") for o in overrides),
+        OVERRIDES_TAG: " ".join(map(unroute, overrides)),
     }
 
 
@@ -138,11 +140,11 @@ class MlflowSweep(Callback):
         self.objective = str(config.trainer.objective)
         hydra_cfg = config.hydra
         tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
-        overrides = [o.removeprefix("++") for o in hydra_cfg.overrides.task]
+        overrides = [unroute(o) for o in hydra_cfg.overrides.task]
         choices = hydra_cfg.runtime.choices
         tags = {
             SWEEP_TAG: str(hydra_cfg.sweep.dir),
-            "command": shlex.join(["rlplat-train", *sys.argv[1:]]),
+            "command": shlex.join(["rlplat-train", *map(unroute, sys.argv[1:])]),
             "rlplat.sweeper": str(choices.get("hydra/sweeper")),
             "rlplat.launcher": str(choices.get("hydra/launcher")),
         }

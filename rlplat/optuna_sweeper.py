@@ -164,13 +164,13 @@ def distribution(key: str, override: Override) -> Any:
         if isinstance(value.start, int) and isinstance(value.end, int):
             return d.IntDistribution(value.start, value.end, log=log_scale)
         return d.FloatDistribution(float(value.start), float(value.end), log=log_scale)
-    if isinstance(value, RangeSweep):
+    if isinstance(value, RangeSweep):  # Hydra's range excludes stop
         assert value.start is not None and value.stop is not None
+        count = math.ceil(round((value.stop - value.start) / value.step, 9))
         if all(isinstance(x, int) for x in (value.start, value.stop, value.step)):
-            return d.IntDistribution(value.start, value.stop - 1, step=value.step)
-        count = math.ceil((value.stop - value.start) / value.step)
-        last = value.start + (count - 1) * value.step
-        return d.FloatDistribution(float(value.start), float(last), step=float(value.step))
+            return d.IntDistribution(value.start, value.start + (count - 1) * value.step, step=value.step)
+        last = round(value.start + (count - 1) * value.step, 12)
+        return d.FloatDistribution(float(value.start), last, step=float(value.step))
     if isinstance(value, ChoiceSweep):
         return d.CategoricalDistribution(value.list)
     raise ConfigError(

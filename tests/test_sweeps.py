@@ -57,6 +57,8 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
         tags = child.data.tags
         assert f"algo={tags['algo']}" in tags[OVERRIDES_TAG] and f"seed={tags['seed']}" in tags[OVERRIDES_TAG]
         assert tags[SWEEP_TAG] == parent.data.tags[SWEEP_TAG]
+        assert tags["command"] == f"rlplat-train {tags[OVERRIDES_TAG]}"  # reruns this job alone
+        assert "trainer.total_frames=256" in tags[OVERRIDES_TAG] and "++" not in tags[OVERRIDES_TAG]
         assert child.data.metrics["time/startup_s"] >= 0
     assert sorted(int(c.data.tags[JOB_TAG]) for c in children) == list(range(6))
     assert parent.data.params["sweep.overrides"].startswith("algo=ppo,a2c env=cartpole seed=0,1,2")
@@ -219,3 +221,34 @@ def test_ray_launcher_runs_a_sweep_on_a_local_ray_head_with_a_tracking_server(tm
     assert sorted(c.data.tags["seed"] for c in children) == ["0", "1"]
     assert {c.info.status for c in children} == {"FINISHED"}
     assert "2 jobs, best eval/return_mean first" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("space", "expected"),
+    [
+        ("interval(0.1, 0.3)", "FloatDistribution(high=0.3, log=False, low=0.1, step=None)"),
+        ("tag(log, interval(1e-4, 1e-2))", "FloatDistribution(high=0.01, log=True, low=0.0001, step=None)"),
+        ("int(interval(3, 15))", "IntDistribution(high=15, log=False, low=3, step=1)"),
+        ("range(1, 10, step=3)", "IntDistribution(high=7, log=False, low=1, step=3)"),
+        ("range(0.1, 0.4, step=0.1)", "FloatDistribution(high=0.3, log=False, low=0.1, step=0.1)"),
+        ("choice(64, 128)", "CategoricalDistribution(choices=(64, 128))"),
+        ("0.9,0.99", "CategoricalDistribution(choices=(0.9, 0.99))"),
+    ],
+)
+def test_search_space_grammar_maps_to_optuna_distributions(space, expected):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlplat.optuna_sweeper import distribution
+
+    found = distribution("x", OverridesParser.create().parse_override(f"x={space}"))
+    assert repr(found).replace("0.30000000000000004", "0.3") == expected
+
+
+def test_a_single_value_is_not_a_search_space():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from rlplat.optuna_sweeper import distribution
+    from rlplat.registry import ConfigError
+
+    with pytest.raises(ConfigError, match=r"hydra\.sweeper\.params\.x='0\.1' is a single value"):
+        distribution("x", OverridesParser.create().parse_override("x=0.1"))

@@ -20,7 +20,12 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rlplat import __version__
-from rlplat.config import check_command_line, register_group_options, register_hydra_plugins
+from rlplat.config import (
+    check_command_line,
+    register_group_options,
+    register_hydra_plugins,
+    unroute,
+)
 from rlplat.registry import ConfigError, PluginError
 
 log = logging.getLogger(__name__)
@@ -107,21 +112,30 @@ _IMPORTED = time.time()
 _jobs_started = 0
 
 
-@hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> float:
-    runtime = HydraConfig.get().runtime
+def task(cfg: DictConfig) -> float:
+    """Hydra's task function: one job, in this process or in a launcher's worker."""
+    hydra_cfg = HydraConfig.get()
+    runtime = hydra_cfg.runtime
     output_dir = Path(runtime.output_dir)
-    command = shlex.join(["rlplat-train", *sys.argv[1:]])
-    global _jobs_started
-    job_start = process_start_time() if _jobs_started == 0 else time.time()
-    _jobs_started += 1
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # the job's own command, also on a remote worker
+        command = shlex.join(["rlplat-train", *map(unroute, hydra_cfg.overrides.task)])
+    else:
+        command = shlex.join(["rlplat-train", *map(unroute, sys.argv[1:])])
     try:
-        return train(cfg, output_dir, runtime.choices.get("algo"), runtime.choices.get("env"), command, job_start)
+        return train(cfg, output_dir, runtime.choices.get("algo"), runtime.choices.get("env"), command, job_start())
     except (ConfigError, PluginError) as error:
         shutil.rmtree(output_dir, ignore_errors=True)  # nothing half-written
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or HydraConfig.get().mode == RunMode.MULTIRUN:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or hydra_cfg.mode == RunMode.MULTIRUN:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         _fail(error)
+
+
+def job_start() -> float:
+    """When the current job started: its process's start for the first job of a process
+    (imports included), else now."""
+    global _jobs_started
+    _jobs_started += 1
+    return process_start_time() if _jobs_started == 1 else time.time()
 
 
 def _fail(error: Exception) -> None:
@@ -139,7 +153,8 @@ def main() -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         _fail(error)
-    _hydra_main()
+    # Decorated here rather than at definition, so that launchers pickle `task` by reference.
+    hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(task)()
 
 
 if __name__ == "__main__":
