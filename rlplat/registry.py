@@ -1,21 +1,22 @@
 """Registries: a name -> constructor map per component kind, extended by entry-point plugins.
 
-rlplat's own entries register with a decorator::
+Every entry is declared as an entry point in the groups ``rlplat.envs``,
+``rlplat.transforms``, ``rlplat.networks``, ``rlplat.collectors``, ``rlplat.buffers``,
+``rlplat.losses`` and ``rlplat.optimizers``: rlplat's own in its pyproject.toml, other
+distributions' in theirs. Names are listed without importing anything (so composing a
+config or a sweep's main process never imports torch); an entry is imported when first
+asked for, and one that fails to import breaks only a run that selects it.
+
+The decorator registers a constructor from code (tests, notebooks); on rlplat's own
+entries it also marks the class or function as the target of its declared entry point::
 
     @ENVS.register("gym")
     def make_gym(id: str, ...) -> gymnasium.Env: ...
-
-Other distributions add entries without touching rlplat, through entry points in the
-groups ``rlplat.envs``, ``rlplat.transforms``, ``rlplat.networks``, ``rlplat.collectors``,
-``rlplat.buffers``, ``rlplat.losses`` and ``rlplat.optimizers``. Their names are listed
-without importing them; a plugin is imported when first asked for, and one that fails to
-import breaks only a run that selects it.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -66,13 +67,11 @@ class Registry:
     Args:
         kind: Human name of the kind, also the config group (``"env"``, ``"network"``, ...).
         group: Entry-point group plugins declare their entries in (``"rlplat.envs"``).
-        builtins: Module whose import registers rlplat's own entries of this kind, if any.
     """
 
-    def __init__(self, kind: str, group: str, builtins: str | None = None) -> None:
+    def __init__(self, kind: str, group: str) -> None:
         self.kind = kind
         self.group = group
-        self._builtins = builtins
         self._entries: dict[str, Entry] = {}
         self._conflicts: dict[str, list[str]] = {}
         self._discovered = False
@@ -85,9 +84,13 @@ class Registry:
         """
 
         def decorator(target: Callable[..., Any]) -> Callable[..., Any]:
-            if name in self._entries and self._entries[name].target is not target:
+            known = self._entries.get(name)
+            if known is not None and known.target is None and known.distribution == BUILTIN_DISTRIBUTION:
+                known.target = target  # rlplat's own entry point, imported through its module
+            elif known is not None and known.target is not target:
                 raise PluginError(f"{self.kind} {name!r} is registered twice")
-            self._entries[name] = Entry(name, BUILTIN_DISTRIBUTION, target=target)
+            else:
+                self._entries[name] = Entry(name, BUILTIN_DISTRIBUTION, target=target)
             return target
 
         return decorator
@@ -96,8 +99,6 @@ class Registry:
         if self._discovered:
             return
         self._discovered = True
-        if self._builtins is not None:
-            importlib.import_module(self._builtins)
         for ep in entry_points(group=self.group):
             dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
             known = self._entries.get(ep.name)
@@ -213,13 +214,17 @@ def check_kwargs(
             raise ConfigError(f"{key}.{p.name} is required and not set.")
 
 
-ENVS = Registry("env", "rlplat.envs", "rlplat.envs")
-TRANSFORMS = Registry("transform", "rlplat.transforms", "rlplat.transforms")
-NETWORKS = Registry("network", "rlplat.networks", "rlplat.networks")
-COLLECTORS = Registry("collector", "rlplat.collectors", "rlplat.collectors")
-BUFFERS = Registry("buffer", "rlplat.buffers", "rlplat.buffers")
-LOSSES = Registry("loss", "rlplat.losses", "rlplat.losses")
-OPTIMIZERS = Registry("optimizer", "rlplat.optimizers", "rlplat.optim")
+ENVS = Registry("env", "rlplat.envs")
+TRANSFORMS = Registry("transform", "rlplat.transforms")
+NETWORKS = Registry("network", "rlplat.networks")
+COLLECTORS = Registry("collector", "rlplat.collectors")
+BUFFERS = Registry("buffer", "rlplat.buffers")
+LOSSES = Registry("loss", "rlplat.losses")
+OPTIMIZERS = Registry("optimizer", "rlplat.optimizers")
+
+BUILTIN_MODULES = ("rlplat.envs", "rlplat.transforms", "rlplat.networks", "rlplat.collectors",
+                   "rlplat.buffers", "rlplat.losses", "rlplat.optim")
+"""Modules whose import registers rlplat's own entries (each must also be an entry point)."""
 
 REGISTRIES: dict[str, Registry] = {
     r.kind: r for r in (ENVS, TRANSFORMS, NETWORKS, COLLECTORS, BUFFERS, LOSSES, OPTIMIZERS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_ships_the_config_groups_and_runs_from_them(tmp_path):
+    source = tmp_path / "source"  # build from a copy: setuptools leaves build/ and *.egg-info behind
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__", ".*_cache", "examples"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
         check=True, capture_output=True, cwd=tmp_path,
     )
     [wheel] = tmp_path.glob("rlplat-*.whl")

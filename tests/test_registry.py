@@ -117,3 +117,30 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(site):
 
 def test_builtin_entries_are_registered():
     assert "gym" in ENVS.names() and "mlp" in NETWORKS.names()
+
+
+def test_every_builtin_entry_is_declared_as_an_entry_point_of_rlplat():
+    """rlplat's names are listed from its entry points, without imports: each decorated
+    built-in must be declared in pyproject.toml, pointing at the decorated object."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    from rlplat.registry import BUILTIN_MODULES, REGISTRIES
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    for registry in REGISTRIES.values():
+        declared = {ep.name: ep for ep in entry_points(group=registry.group) if ep.dist and ep.dist.name == "rlplat"}
+        builtins = {e.name: e for e in registry.entries() if e.distribution == "rlplat"}
+        assert set(declared) == set(builtins), registry.kind
+        for name, entry in builtins.items():
+            assert entry.target is declared[name].load(), f"{registry.kind} {name}"
+
+
+def test_listing_names_imports_no_torch(tmp_path):
+    import subprocess
+
+    code = ("import sys; from rlplat.registry import REGISTRIES; names = [r.names() for r in REGISTRIES.values()];"
+            " assert 'ppo' in names[5], names; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert out.strip() == "False"

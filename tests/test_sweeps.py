@@ -7,6 +7,7 @@ MlflowClient: one parent run per sweep, one child run per job.
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import shutil
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
         tags = child.data.tags
         assert f"algo={tags['algo']}" in tags[OVERRIDES_TAG] and f"seed={tags['seed']}" in tags[OVERRIDES_TAG]
         assert tags[SWEEP_TAG] == parent.data.tags[SWEEP_TAG]
-        assert tags["command"] == f"rlplat-train {tags[OVERRIDES_TAG]}"  # reruns this job alone
+        assert tags["command"] == shlex.join(["rlplat-train", *tags[OVERRIDES_TAG].split()])  # reruns this job
         assert "trainer.total_frames=256" in tags[OVERRIDES_TAG] and "++" not in tags[OVERRIDES_TAG]
         assert child.data.metrics["time/startup_s"] >= 0
     assert sorted(int(c.data.tags[JOB_TAG]) for c in children) == list(range(6))
