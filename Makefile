@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-all ui bench bench-learning clean
+.PHONY: install train test test-all ui bench bench-learning bench-sweeps clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop (medi
 
 bench-learning: $(STAMP)  ## rerun the README results table into benchmarks/results.md
 	$(BIN)/python benchmarks/learning.py
+
+bench-sweeps: $(STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
+	$(BIN)/python benchmarks/sweeps.py
 
 clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)
 	rm -rf $(VENV) build *.egg-info
