@@ -253,3 +253,23 @@ def test_a_single_value_is_not_a_search_space():
 
     with pytest.raises(ConfigError, match=r"hydra\.sweeper\.params\.x='0\.1' is a single value"):
         distribution("x", OverridesParser.create().parse_override("x=0.1"))
+
+
+@pytest.mark.parametrize(
+    ("launcher", "plugin", "needles"),
+    [
+        ("parallel", "hydra_plugins.hydra_joblib_launcher", ["JoblibLauncher", "n_jobs: 2"]),
+        ("slurm", "hydra_plugins.hydra_submitit_launcher", ["SlurmLauncher", "timeout_min: 120", "cpus_per_task: 2"]),
+        ("ray_cluster", "hydra_plugins.hydra_ray_launcher", ["RayLauncher", "address: auto", "num_cpus: 1"]),
+    ],
+)
+def test_launcher_configs_compose_against_their_plugins_schemas(launcher, plugin, needles, tmp_path):
+    """Each launcher config extends its plugin's structured config, so a misspelt key would
+    fail here; the Slurm one cannot run without a cluster, the others run in the tests above."""
+    if importlib.util.find_spec(plugin) is None:
+        pytest.skip(f"{plugin} is not installed (pip install 'rlplat[slurm]' / 'rlplat[ray]')")
+    result = cli("rlplat-train", f"hydra/launcher={launcher}", "--cfg", "hydra", "--package", "hydra.launcher",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for needle in needles:
+        assert needle in result.stdout
