@@ -273,3 +273,23 @@ def test_launcher_configs_compose_against_their_plugins_schemas(launcher, plugin
     assert result.returncode == 0, result.stderr
     for needle in needles:
         assert needle in result.stdout
+
+
+def test_concurrent_jobs_create_a_new_sqlite_store_without_errors(tmp_path):
+    """Four processes opening one new store at once: MLflow's table creation races without
+    the file lock ("table ... already exists", alembic errors); with it every run lands."""
+    code = textwrap.dedent(
+        f"""\
+        from rlplat.tracking import Tracker
+        tracker = Tracker("sqlite:///{tmp_path}/new.db", "race", None)
+        tracker.start("run", {{}}, {{}})
+        tracker.end("FINISHED")
+        """
+    )
+    processes = [subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0, 0, 0], errors
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/new.db")
+    runs = client.search_runs([client.get_experiment_by_name("race").experiment_id])
+    assert [r.info.status for r in runs] == ["FINISHED"] * 4
