@@ -8,10 +8,9 @@ each run logs ``time/startup_s`` (seconds from the process's start to the first 
 and the wall time of the whole command is measured around it.
 
 Sweep: ``rlplat-train -m algo=ppo env=cartpole seed=0,1,2,3 trainer.total_frames=<frames>``
-with Hydra's basic launcher (jobs one after another in one process), with
-``hydra/launcher=parallel`` (two workers forked from the sweep's process) and, with --joblib,
-with ``hydra/launcher=joblib`` (two fresh loky interpreters), alternated so that drift on a
-shared machine hits all alike. Wall time is the whole command; each sweep must record 4
+with Hydra's basic launcher (jobs one after another in one process) and with
+``hydra/launcher=parallel`` (joblib, two worker processes), alternated so that drift on a
+shared machine hits both alike. Wall time is the whole command; each sweep must record 4
 finished child runs under its parent. Prints medians and the parallel/serial ratio, and
 writes the numbers as JSON to --json.
 
@@ -62,9 +61,9 @@ def startup(repeats: int, cwd: Path) -> dict:
     return {"startup_s": startups, "wall_s": walls}
 
 
-def sweep(launcher: str, frames: int | None, cwd: Path, experiment: str, extra: list[str]) -> dict:
+def sweep(launcher: str, frames: int | None, cwd: Path, experiment: str) -> dict:
     args = ["-m", f"hydra/launcher={launcher}", "algo=ppo", "env=cartpole", "seed=0,1,2,3",
-            f"tracking.experiment={experiment}", *extra]
+            f"tracking.experiment={experiment}"]
     if frames:
         args.append(f"trainer.total_frames={frames}")
     wall = run(args, cwd)
@@ -82,7 +81,6 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=0,
                         help="frames per sweep job; 0 keeps the tuned preset's (100,096: PPO solving CartPole)")
     parser.add_argument("--only", choices=("startup", "sweep"), help="run one of the two")
-    parser.add_argument("--joblib", action="store_true", help="also time hydra/launcher=joblib")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args()
     report: dict = {}
@@ -98,24 +96,21 @@ def main() -> None:
               f"whole command median {statistics.median(s['wall_s']):.2f} s")
 
     if args.only in (None, "sweep"):
-        launchers = ["basic", "parallel"] + (["joblib"] if args.joblib else [])
-        results: dict[str, list[dict]] = {name: [] for name in launchers}
-        for i in range(args.repeats):  # alternate, so that drift hits all alike
-            for name in launchers:
-                extra = ["hydra.launcher.n_jobs=2"] if name == "joblib" else []
-                results[name].append(sweep(name, args.frames, cwd, f"{name}-{i}", extra))
-        report["sweep"] = {"frames_per_job": args.frames, **results}
-        for name, runs_ in results.items():
-            walls = [r["wall_s"] for r in runs_]
-            recorded = [f"{r['children_finished']}/4" for r in runs_]
-            print(f"4-job sweep, hydra/launcher={name}: median {statistics.median(walls):.1f} s "
+        serial, parallel = [], []
+        for i in range(args.repeats):  # alternate, so that drift hits both alike
+            serial.append(sweep("basic", args.frames, cwd, f"serial-{i}"))
+            parallel.append(sweep("parallel", args.frames, cwd, f"parallel-{i}"))
+        report["sweep"] = {"frames_per_job": args.frames, "serial": serial, "parallel": parallel}
+        for name, results in (("serial (basic)", serial), ("parallel (joblib, 2 workers)", parallel)):
+            walls = [r["wall_s"] for r in results]
+            recorded = [f"{r['children_finished']}/4" for r in results]
+            print(f"4-job sweep, {name}: median {statistics.median(walls):.1f} s "
                   f"(runs: {', '.join(f'{w:.1f}' for w in walls)}); runs recorded: {', '.join(recorded)}; "
-                  f"per-job start-up s: {[round(x, 2) for x in runs_[0]['job_startup_s']]}")
-        for name in launchers[1:]:
-            ratios = [p["wall_s"] / s["wall_s"] for s, p in zip(results["basic"], results[name])]
-            report["sweep"][f"ratios_{name}"] = ratios
-            print(f"{name} / basic wall time: median {statistics.median(ratios):.2f} "
-                  f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+                  f"per-job start-up s: {[round(x, 2) for x in results[0]['job_startup_s']]}")
+        ratios = [p["wall_s"] / s["wall_s"] for s, p in zip(serial, parallel)]
+        report["sweep"]["ratios"] = ratios
+        print(f"parallel / serial wall time: median {statistics.median(ratios):.2f} "
+              f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
 
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))

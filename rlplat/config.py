@@ -77,7 +77,7 @@ def group_options(group: str) -> set[str]:
 
 
 def register_hydra_plugins() -> None:
-    """Register rlplat's Hydra plugins (plugin search path, Optuna sweeper, parallel launcher).
+    """Register rlplat's Hydra plugins (plugin search path, Optuna sweeper) with Hydra.
 
     Hydra finds plugins by listing the ``hydra_plugins`` package with pkgutil, which does not
     see the modules of an editable install; registering them by hand (Hydra's public
@@ -86,11 +86,10 @@ def register_hydra_plugins() -> None:
     from hydra.core.plugins import Plugins
 
     from hydra_plugins.rlplat_optuna_sweeper import RlplatOptunaSweeper
-    from hydra_plugins.rlplat_parallel_launcher import RlplatParallelLauncher
     from hydra_plugins.rlplat_searchpath import RlplatPluginSearchPath
 
     plugins = Plugins.instance()
-    for plugin in (RlplatPluginSearchPath, RlplatOptunaSweeper, RlplatParallelLauncher):
+    for plugin in (RlplatPluginSearchPath, RlplatOptunaSweeper):
         plugins.register(plugin)
 
 
