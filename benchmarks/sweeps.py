@@ -71,8 +71,9 @@ def sweep(launcher: str, frames: int | None, cwd: Path, experiment: str) -> dict
     children = [r for r in records if PARENT_TAG in r.data.tags]
     finished = sum(r.info.status == "FINISHED" for r in children)
     startups = sorted(r.data.metrics["time/startup_s"] for r in children)
+    fps = [r.data.metrics["time/fps"] for r in children]  # each job's training speed, frames/s
     return {"wall_s": wall, "children_finished": finished, "parents": len(records) - len(children),
-            "job_startup_s": startups}
+            "job_startup_s": startups, "job_fps": fps}
 
 
 def main() -> None:
@@ -106,7 +107,8 @@ def main() -> None:
             recorded = [f"{r['children_finished']}/4" for r in results]
             print(f"4-job sweep, {name}: median {statistics.median(walls):.1f} s "
                   f"(runs: {', '.join(f'{w:.1f}' for w in walls)}); runs recorded: {', '.join(recorded)}; "
-                  f"per-job start-up s: {[round(x, 2) for x in results[0]['job_startup_s']]}")
+                  f"per-job start-up s: {[round(x, 2) for x in results[0]['job_startup_s']]}; "
+                  f"job training speed: median {statistics.median(f for r in results for f in r['job_fps']):.0f} frames/s")
         ratios = [p["wall_s"] / s["wall_s"] for s, p in zip(serial, parallel)]
         report["sweep"]["ratios"] = ratios
         print(f"parallel / serial wall time: median {statistics.median(ratios):.2f} "

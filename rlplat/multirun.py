@@ -80,16 +80,6 @@ def log_to_active_parent(
         client.log_artifact(_active_parent.run_id, str(artifact))
 
 
-def discard_active_parent() -> None:
-    """Delete the parent run of a sweep that stopped on bad config before any job ran."""
-    global _active_parent
-    if _active_parent is not None:
-        from mlflow import MlflowClient
-
-        MlflowClient(tracking_uri=_active_parent.uri).delete_run(_active_parent.run_id)
-        _active_parent = None
-
-
 def _end_if_abandoned() -> None:
     """At exit of a sweep that stopped with an error: end its parent run FAILED."""
     global _active_parent
@@ -169,15 +159,13 @@ class MlflowSweep(Callback):
         writer.writerow(["job", "overrides", "status", self.objective, "seconds", "run_id"])
         writer.writerows([r.job, r.overrides, r.status, r.objective, r.seconds, r.run_id] for r in rows)
         client.log_text(self.parent.run_id, text.getvalue(), "jobs.csv")
-        finished = [r for r in rows if r.status == "FINISHED" and not math.isnan(r.objective)]
         metrics = {"sweep/jobs": len(rows), "sweep/jobs_failed": sum(r.status == "FAILED" for r in rows)}
-        if finished:
-            best = max(finished, key=lambda r: r.objective)
+        tags = {}
+        best = rows[0] if rows else None  # rows are sorted: a usable best comes first
+        if best is not None and best.status == "FINISHED" and not math.isnan(best.objective):
             metrics[f"best/{self.objective}"] = best.objective
-            client.set_tag(self.parent.run_id, "rlplat.best_run_id", best.run_id)
-            client.set_tag(self.parent.run_id, "rlplat.best_overrides", best.overrides)
-        for key, value in metrics.items():
-            client.log_metric(self.parent.run_id, key, value)
+            tags = {"rlplat.best_run_id": best.run_id, "rlplat.best_overrides": best.overrides}
+        log_to_active_parent(params={}, metrics=metrics, tags=tags)
         client.set_terminated(self.parent.run_id, status="FINISHED")  # failed jobs are counted above
         self.parent = _active_parent = None
 

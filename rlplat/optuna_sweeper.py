@@ -153,7 +153,7 @@ def distribution(key: str, override: Override) -> Any:
     """The Optuna distribution for one search-space entry.
 
     Raises:
-        ConfigError: when the entry is not a sweep (a single value), or mixes types.
+        ConfigError: when the entry is a single value, not a search space.
     """
     import optuna.distributions as d
 
@@ -270,12 +270,10 @@ class OptunaSearch:
         import optuna
 
         from rlplat.config import check_command_line
-        from rlplat.multirun import discard_active_parent, log_to_active_parent
 
         try:
             space, fixed, sampler, pruner = self.prepare(list(arguments))
-        except ConfigError as error:  # only when not checked before (see check_sweeper)
-            discard_active_parent()
+        except ConfigError as error:  # checked before anything is recorded, unless the callback is off
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)
 
@@ -314,7 +312,7 @@ class OptunaSearch:
                 self._tell(study, trial, ret)
             launched += len(trials)
 
-        return self._finish(study, log_to_active_parent)
+        return self._finish(study)
 
     @staticmethod
     def _tell(study: Any, trial: Any, ret: Any) -> None:
@@ -329,9 +327,11 @@ class OptunaSearch:
             log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
-    def _finish(self, study: Any, log_to_parent: Any) -> dict[str, Any]:
+    def _finish(self, study: Any) -> dict[str, Any]:
         import optuna
         from rich.console import Console
+
+        from rlplat.multirun import log_to_active_parent
 
         states = [t.state for t in study.trials]
         counts = {s.name: states.count(s) for s in optuna.trial.TrialState if states.count(s)}
@@ -348,7 +348,7 @@ class OptunaSearch:
         console.print(f"best trial {best.number}: {self.direction} objective = {best.value:.2f}")
         for key, value in best.params.items():
             console.print(f"  {key}={value}")
-        log_to_parent(
+        log_to_active_parent(
             params={f"best.{k}": str(v) for k, v in best.params.items()},
             metrics={"best/value": best.value, **{f"optuna/{k.lower()}": float(n) for k, n in counts.items()}},
             tags={"optuna.study": study.study_name, "optuna.best_trial": str(best.number)},
@@ -402,6 +402,13 @@ class TrialReporter:
             int(os.environ[ENV_TRIAL_ID]),
             int(os.environ[ENV_TRIAL_NUMBER]),
         )
+
+    @staticmethod
+    def pruned(error: BaseException) -> bool:
+        """Whether ``error`` is the pruner's stop signal (``optuna.TrialPruned``)."""
+        import optuna
+
+        return isinstance(error, optuna.TrialPruned)
 
     def __call__(self, metrics: dict[str, float], frames: int) -> None:
         """Report ``metrics[objective]`` at step ``frames``.

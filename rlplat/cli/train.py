@@ -86,7 +86,7 @@ def train(cfg: DictConfig, output_dir: Path, algo: str, env: str, command: str, 
             status = "FINISHED"
             return objective
         except Exception as error:
-            if type(error).__name__ == "TrialPruned":  # optuna's, raised by the reporter
+            if reporter is not None and reporter.pruned(error):
                 tracker.set_tags({PRUNED_TAG: "true"})
                 status = "KILLED"
             raise
