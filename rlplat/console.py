@@ -59,12 +59,21 @@ class TrainingDisplay:
         fields["losses"] = "  ".join(losses)
         self.progress.update(self.task, completed=frames, **fields)
 
-    def evaluation(self, frames: int, mean: float, std: float, episodes: int) -> None:
-        """Show an evaluation result on the bar and as one printed line."""
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Trainer callback: the bar follows each log step."""
+        self.update(frames, metrics)
+
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Trainer callback: show the evaluation on the bar and as one printed line."""
+        mean, std = metrics["eval/return_mean"], metrics["eval/return_std"]
         self.progress.update(self.task, eval=f"{mean:.1f}")
         self.progress.console.print(
-            f"eval @ {frames:>9,} frames: return {mean:9.2f} ± {std:.2f} over {episodes} episodes"
+            f"eval @ {frames:>9,} frames: return {mean:9.2f} ± {std:.2f} "
+            f"over {int(metrics.get('eval/episodes', 0))} episodes"
         )
+
+    def on_checkpoint(self, path: object, best: bool) -> None:
+        """Trainer callback: checkpoints are not shown."""
 
     def summary(self, rows: Mapping[str, object]) -> None:
         """Print a two-column table of final results."""

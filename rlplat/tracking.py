@@ -120,6 +120,25 @@ class Tracker:
         self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
 
+class TrackerCallback:
+    """Trainer callback that records into a started :class:`Tracker` run: every log step's
+    metrics (step = frames) and every checkpoint file (under ``checkpoints/``)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Log the metrics at step ``frames``."""
+        self.tracker.log_metrics(metrics, step=frames)
+
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Nothing more: the evaluation's metrics came through :meth:`on_log`."""
+
+    def on_checkpoint(self, path: Path, best: bool) -> None:
+        """Upload the checkpoint file."""
+        self.tracker.log_artifact(path, "checkpoints")
+
+
 def run_tags(algo: str, env: str, seed: int, version: str, command: str, cwd: Path) -> dict[str, str]:
     """The tags every rlplat run carries: algo, env, seed, version, command, git commit."""
     tags = {
@@ -135,8 +154,6 @@ def run_tags(algo: str, env: str, seed: int, version: str, command: str, cwd: Pa
         tags[MLFLOW_GIT_COMMIT] = commit
         tags["git.commit"] = commit
     return tags
-
-
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,6 @@ class TrackingConfig:
     @classmethod
     def from_node(cls, node: Any) -> TrackingConfig:
         """Check keys against the fields (naming valid ones), then values."""
-        values = OmegaConf.to_container(node, resolve=True)
+        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
         check_kwargs("tracking", cls, values)
         return cls(**values)

@@ -1,122 +1,121 @@
-"""The training loop shared by every algorithm, and the assembly of its parts from config."""
+"""The training loop shared by every algorithm: it receives built parts and runs them.
+
+The parts are built from config by :mod:`rlplat.build`; consoles, trackers and a sweep's
+pruning reporter plug in from above as :class:`Callback` objects, so the loop imports none
+of them.
+"""
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.console import TrainingDisplay
-from rlplat.envs.vector import VectorEnv
-from rlplat.optim import LR_SCHEDULES, lr_factor
-from rlplat.registry import (
-    BUFFERS,
-    COLLECTORS,
-    ENVS,
-    LOSSES,
-    NETWORKS,
-    OPTIMIZERS,
-    TRANSFORMS,
-    ConfigError,
-    PluginError,
-    check_kwargs,
-)
-from rlplat.tracking import Tracker
+from rlplat.buffers.base import Buffer
+from rlplat.collectors.base import Collector
+from rlplat.envs.base import VectorEnvLike
+from rlplat.losses.base import Loss
+from rlplat.optim import LR_SCHEDULES, Optimizers, lr_factor
+from rlplat.registry import ConfigError, check_kwargs
+from rlplat.transforms.base import Transform
 
 DEVICES = ("cpu", "cuda", "auto")
 EVAL_SEED_OFFSET = 10_000
 FINAL_METRICS = ("eval/return_mean", "eval/return_std", "rollout/return_mean", "time/fps")
 
 
+def _check_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"trainer.{key}={value!r}: must be an integer >= {minimum}")
+
+
 @dataclass(frozen=True)
 class TrainerConfig:
-    """The ``trainer`` node; see conf/config.yaml for each key's meaning and unit."""
+    """The ``trainer`` node. Its defaults live in conf/config.yaml only, with each key's
+    meaning and unit; frames are env steps summed over all envs.
 
-    total_frames: int = 100_000
-    device: str = "auto"
-    num_threads: int = 1
-    lr_schedule: str = "constant"
-    max_grad_norm: float | None = 0.5
-    eval_every_frames: int = 20_000
-    eval_episodes: int = 10
-    log_every_frames: int = 1000
-    objective: str = "eval/return_mean"
+    Raises:
+        ConfigError: for a value out of range or not among the valid ones.
+    """
+
+    total_frames: int
+    device: str
+    num_threads: int
+    lr_schedule: str
+    eval_every_frames: int
+    eval_episodes: int
+    log_every_frames: int
+    objective: str
 
     def __post_init__(self) -> None:
-        def positive_int(key: str, value: Any, minimum: int = 1) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(f"trainer.{key}={value!r}: must be an integer >= {minimum}")
-
-        positive_int("total_frames", self.total_frames)
-        positive_int("num_threads", self.num_threads)
-        positive_int("eval_every_frames", self.eval_every_frames, minimum=0)
-        positive_int("eval_episodes", self.eval_episodes)
-        positive_int("log_every_frames", self.log_every_frames, minimum=0)
-        if self.device not in DEVICES:
-            raise ConfigError(f"trainer.device={self.device!r}: valid: {', '.join(DEVICES)}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(
-                f"trainer.lr_schedule={self.lr_schedule!r}: valid: {', '.join(LR_SCHEDULES)}"
-            )
-        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-            raise ConfigError(f"trainer.max_grad_norm={self.max_grad_norm!r}: must be > 0 or null")
-        if self.objective not in FINAL_METRICS:
-            raise ConfigError(
-                f"trainer.objective={self.objective!r}: valid: {', '.join(FINAL_METRICS)}"
-            )
+        for key, minimum in (("total_frames", 1), ("num_threads", 1), ("eval_every_frames", 0),
+                             ("eval_episodes", 1), ("log_every_frames", 0)):
+            _check_int(key, getattr(self, key), minimum)
+        for key, valid in (("device", DEVICES), ("lr_schedule", LR_SCHEDULES), ("objective", FINAL_METRICS)):
+            if getattr(self, key) not in valid:
+                raise ConfigError(f"trainer.{key}={getattr(self, key)!r}: valid: {', '.join(valid)}")
 
     @classmethod
-    def from_node(cls, node: DictConfig) -> TrainerConfig:
-        """Check keys against the fields (naming valid ones), then values."""
-        values = OmegaConf.to_container(node, resolve=True)
+    def from_node(cls, values: Mapping[str, Any]) -> TrainerConfig:
+        """Check keys against the fields (naming the valid ones), then values."""
         check_kwargs("trainer", cls, values)
         return cls(**values)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda`` or ``auto`` -> a torch device; raises ConfigError for missing CUDA."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("trainer.device='cuda': CUDA is not available here; use cpu or auto")
-    return torch.device(name)
+@dataclass(frozen=True)
+class Parts:
+    """Everything the loop runs, built and cross-checked by :func:`rlplat.build.build`.
+
+    Attributes:
+        loss: The algorithm; its ``policy`` acts in collection and evaluation.
+        collector: Yields ``[T, B]`` rollouts until ``trainer.total_frames``.
+        buffer: Turns rollouts into the ``[N]`` batches of each update.
+        optimizers: One optimizer (and gradient clip) per parameter group of the loss.
+        eval_env: ``eval_episodes`` envs for deterministic evaluation (transform
+            statistics frozen).
+        transforms: The env transforms, shared by training and evaluation envs; their state
+            is checkpointed.
+        device: Device of the networks and rollouts.
+        seed: The run's seed.
+        config: The resolved config, stored in every checkpoint.
+    """
+
+    loss: Loss
+    collector: Collector
+    buffer: Buffer
+    optimizers: Optimizers
+    eval_env: VectorEnvLike
+    transforms: tuple[Transform, ...]
+    device: torch.device
+    seed: int
+    config: Mapping[str, Any]
+
+    def close(self) -> None:
+        """Close training and evaluation envs."""
+        self.collector.close()
+        self.eval_env.close()
 
 
-def action_spaces(loss_cls: type) -> tuple[type, ...]:
-    """The action-space types a loss can act in: its ``action_spaces`` attribute, or Box and
-    Discrete for a loss that declares none."""
-    return getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+class Callback:
+    """Hooks the loop calls; override any. A hook may stop training by raising (a sweep's
+    pruner raises ``optuna.TrialPruned``); metrics are keyed as logged (``eval/return_mean``)."""
 
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """After each log step (at most once per rollout), and after each evaluation."""
 
-def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: dict) -> None:
-    """Raise ConfigError when the loss cannot act in the env's action space, naming both
-    and the (loadable) losses that can."""
-    supported = action_spaces(LOSSES.get(loss_name, key="loss.name"))
-    if isinstance(action_space, supported):
-        return
-    able = []
-    for name in LOSSES.names():
-        try:
-            if isinstance(action_space, action_spaces(LOSSES.get(name))):
-                able.append(name)
-        except PluginError:  # a broken plugin must not hide this message
-            continue
-    env = env_node.get("id", env_node.get("name"))
-    raise ConfigError(
-        f"loss {loss_name!r} cannot act in env {env!r}: it needs "
-        f"{' or '.join(t.__name__ for t in supported)} actions, the env has {action_space}. "
-        f"Algorithms for this env: {', '.join(able)}."
-    )
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """After an evaluation's metrics were given to :meth:`on_log`."""
+
+    def on_checkpoint(self, path: Path, best: bool) -> None:
+        """After a checkpoint file was written: ``best.pt`` (best evaluation) or ``final.pt``."""
 
 
 def seed_everything(seed: int) -> None:
@@ -127,165 +126,90 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    """Builds every part from a composed config and runs the loop of DESIGN.md.
+    """Runs the loop of DESIGN.md over built parts: collect, preprocess, update, log,
+    evaluate, checkpoint.
 
     Args:
-        cfg: The composed rlplat config (see conf/config.yaml).
-        output_dir: Directory for checkpoints (the Hydra run directory).
-        tracker: MLflow run to record to, or None to record nothing.
-        title: Shown on the console display.
-
-    Raises:
-        ConfigError: for any invalid config value, before anything runs or is written.
+        parts: The built parts (see :class:`Parts`).
+        config: The ``trainer`` settings.
+        output_dir: Directory for ``checkpoints/`` (the run directory).
+        callbacks: Told of logs, evaluations and checkpoints, in this order.
     """
 
     def __init__(
-        self, cfg: DictConfig, output_dir: Path, tracker: Tracker | None = None, title: str = ""
+        self, parts: Parts, config: TrainerConfig, output_dir: Path, callbacks: Sequence[Callback] = ()
     ) -> None:
-        self.cfg = cfg
-        self.config = TrainerConfig.from_node(cfg.trainer)
+        self.parts = parts
+        self.config = config
         self.output_dir = Path(output_dir)
-        self.tracker = tracker
-        self.title = title
-        torch.set_num_threads(self.config.num_threads)
-        self.device = resolve_device(self.config.device)
-        self.seed = int(cfg.seed)
-        seed_everything(self.seed)
-
-        env_node = OmegaConf.to_container(cfg.env, resolve=True)
-        probe = ENVS.build("env", env_node)
-        observation_space, action_space = probe.observation_space, probe.action_space
-        probe.close()
-        self.transforms = [
-            TRANSFORMS.build(f"transforms.{name}", {"name": name, **(kwargs or {})}, observation_space)
-            for name, kwargs in OmegaConf.to_container(cfg.transforms, resolve=True).items()
-        ]
-
-        def make_single_env():
-            return ENVS.build("env", env_node)
-
-        def make_env(num_envs: int, vectorization: str) -> VectorEnv:
-            return VectorEnv(make_single_env, num_envs, self.transforms, True, vectorization)
-
-        def network(out_features: int, space: gymnasium.Space = observation_space) -> torch.nn.Module:
-            node = OmegaConf.to_container(cfg.network, resolve=True)
-            return NETWORKS.build("network", node, space, out_features)
-
-        check_action_space(cfg.loss.get("name"), action_space, env_node)
-        self.loss = LOSSES.build(
-            "loss", OmegaConf.to_container(cfg.loss, resolve=True), observation_space, action_space, network
-        ).to(self.device)
-        self.collector = COLLECTORS.build(
-            "collector",
-            OmegaConf.to_container(cfg.collector, resolve=True),
-            make_env=make_env,
-            policy=self.loss.policy,
-            total_frames=self.config.total_frames,
-            device=self.device,
-            seed=self.seed,
-        )
-        self.buffer = BUFFERS.build(
-            "buffer",
-            OmegaConf.to_container(cfg.buffer, resolve=True),
-            frames_per_batch=self.collector.frames_per_batch,
-        )
-        self.parameters = [p for p in self.loss.parameters() if p.requires_grad]
-        self.optimizer = OPTIMIZERS.build(
-            "optim", OmegaConf.to_container(cfg.optim, resolve=True), self.parameters
-        )
-        self.initial_lr = [group["lr"] for group in self.optimizer.param_groups]
-        self.eval_env = VectorEnv(make_single_env, self.config.eval_episodes, self.transforms, False)
+        self.callbacks = tuple(callbacks)
         self.best_eval = -float("inf")
-        self.last_eval = (float("nan"), float("nan"))
-        self.final_metrics: dict[str, float] = {}
-        self.evaluation_hooks: list[Callable[[dict[str, float], int], None]] = []
-        """Called as ``hook(metrics, frames)`` after each evaluation and its logging; a hook
-        may stop training by raising (e.g. ``optuna.TrialPruned`` from a pruner)."""
-        self.job_start: float | None = None
-        """``time.time()`` when the job (or its process) started; when set, ``fit`` logs the
-        start-up cost ``time/startup_s``: seconds from then to the first env step."""
 
-    def fit(self) -> float:
-        """Train for ``trainer.total_frames`` frames; returns the final ``trainer.objective``."""
-        config, collector = self.config, self.collector
-        next_eval = config.eval_every_frames or config.total_frames
-        next_log = 0
+    def fit(self) -> dict[str, float]:
+        """Train for ``trainer.total_frames`` frames.
+
+        Returns:
+            The final metrics: ``eval/return_mean``, ``eval/return_std`` (last evaluation),
+            ``rollout/return_mean`` (last logged training episodes), ``time/fps``, ``frames``
+            and ``time/train_s``.
+        """
+        config, collector = self.config, self.parts.collector
+        next_eval, next_log = config.eval_every_frames or config.total_frames, 0
         outputs: list[TensorDict] = []
-        returns: list[float] = []
+        last: dict[str, float] = {}
         start = time.perf_counter()
-        startup = {}
-        if self.job_start is not None:
-            startup = {"start-up (s)": time.time() - self.job_start}
-            self._log({"time/startup_s": startup["start-up (s)"]}, 0)
-        with TrainingDisplay(self.title, config.total_frames) as display:
-            for rollout in collector:  # [T, B]
-                rollout = self.loss.preprocess(rollout)  # e.g. GAE
-                self.buffer.extend(rollout)
-                self._set_learning_rate(collector.frames - collector.frames_per_batch)
-                outputs += [self._update(batch) for batch in self.buffer.batches()]
+        for rollout in collector:  # [T, B]
+            rollout = self.parts.loss.preprocess(rollout)  # e.g. GAE
+            self.parts.buffer.extend(rollout)
+            frames_before = collector.frames - collector.frames_per_batch
+            self.parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
+            outputs += [self._update(batch) for batch in self.parts.buffer.batches()]
 
-                frames = collector.frames
-                evaluate = frames >= next_eval or frames >= config.total_frames
-                if frames < next_log and not evaluate:
-                    continue
-                metrics = {"time/fps": frames / (time.perf_counter() - start)}
-                metrics.update(self._update_metrics(outputs))
-                outputs = []
-                episodes = collector.pop_finished()
-                if episodes:
-                    returns = [e.return_ for e in episodes]
-                    metrics["rollout/return_mean"] = float(np.mean(returns))
-                    metrics["rollout/episode_length"] = float(np.mean([e.length for e in episodes]))
-                    metrics["rollout/episodes"] = len(episodes)
-                if evaluate:
-                    metrics.update(self._evaluate(frames, display))
-                    next_eval += config.eval_every_frames or config.total_frames
-                self._log(metrics, frames)
-                display.update(frames, metrics)
-                next_log = frames + config.log_every_frames
-                if evaluate:
-                    for hook in self.evaluation_hooks:
-                        hook(metrics, frames)
-
+            frames = collector.frames
+            evaluate = frames >= next_eval or frames >= config.total_frames
+            if frames < next_log and not evaluate:
+                continue
+            metrics = {"time/fps": frames / (time.perf_counter() - start), **self._update_metrics(outputs)}
+            metrics.update(self._episode_metrics())
+            outputs = []
+            if evaluate:
+                metrics.update(self._evaluate())
+                next_eval += config.eval_every_frames or config.total_frames
+            last.update(metrics)
+            self._notify("on_log", metrics, frames)
+            next_log = frames + config.log_every_frames
+            if evaluate:
+                self._notify("on_evaluation", metrics, frames)
         elapsed = time.perf_counter() - start
-        self.final_metrics = {
-            "eval/return_mean": self.last_eval[0],
-            "eval/return_std": self.last_eval[1],
-            "rollout/return_mean": float(np.mean(returns)) if returns else float("nan"),
+        self.save_checkpoint("final.pt")
+        nan = float("nan")
+        return {
+            **{key: last.get(key, nan) for key in FINAL_METRICS},
             "time/fps": collector.frames / elapsed,
+            "frames": float(collector.frames),
+            "time/train_s": elapsed,
         }
-        final = self.save_checkpoint("final.pt")
-        if self.tracker is not None:
-            self.tracker.log_artifact(final, "checkpoints")
-            best = self.output_dir / "checkpoints" / "best.pt"
-            if best.exists():
-                self.tracker.log_artifact(best, "checkpoints")
-        display.summary(
-            {
-                "frames": collector.frames,
-                "wall time (s)": elapsed,
-                **startup,
-                **self.final_metrics,
-            }
-        )
-        return self.final_metrics[config.objective]
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            getattr(callback, hook)(*args)
 
     def _update(self, batch: TensorDict) -> TensorDict:
-        """One gradient step on ``batch``; returns the loss output, detached."""
-        losses = self.loss(batch)
+        """One gradient step on ``batch``; returns the loss output and grad norms, detached."""
+        loss, optimizers = self.parts.loss, self.parts.optimizers
+        losses = loss(batch)
         total = sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX))
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizers.zero_grad()
         total.backward()
-        if self.config.max_grad_norm is not None:
-            losses["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.parameters, self.config.max_grad_norm)
-        self.optimizer.step()
-        self.loss.after_update()  # e.g. target networks
+        losses.update(optimizers.step())
+        loss.after_update()  # e.g. target networks
         return losses.detach()
 
     def _update_metrics(self, outputs: list[TensorDict]) -> dict[str, float]:
-        """Means over the updates since the last log: ``loss_<term>`` -> ``loss/<term>``, any other key
-        of the loss output -> ``train/<key>``; plus the learning rate and update count."""
-        metrics = {"train/lr": self.optimizer.param_groups[0]["lr"], "train/updates": len(outputs)}
+        """Means over the updates since the last log: ``loss_<term>`` -> ``loss/<term>``, any
+        other key of the loss output -> ``train/<key>``; learning rates and the update count."""
+        metrics = {f"train/{k}": v for k, v in self.parts.optimizers.learning_rates().items()}
+        metrics["train/updates"] = len(outputs)
         if outputs:
             for key, value in torch.stack(outputs).mean().items():
                 prefix = keys.LOSS_PREFIX
@@ -293,10 +217,16 @@ class Trainer:
                 metrics[name] = value.item()
         return metrics
 
-    def _set_learning_rate(self, frames: int) -> None:
-        factor = lr_factor(self.config.lr_schedule, frames, self.config.total_frames)
-        for group, lr in zip(self.optimizer.param_groups, self.initial_lr):
-            group["lr"] = lr * factor
+    def _episode_metrics(self) -> dict[str, float]:
+        """Raw return and length of the training episodes finished since the last log."""
+        episodes = self.parts.collector.pop_finished()
+        if not episodes:
+            return {}
+        return {
+            "rollout/return_mean": float(np.mean([e.return_ for e in episodes])),
+            "rollout/episode_length": float(np.mean([e.length for e in episodes])),
+            "rollout/episodes": len(episodes),
+        }
 
     @torch.inference_mode()
     def evaluate(self) -> tuple[float, float, int]:
@@ -306,45 +236,36 @@ class Trainer:
         Returns:
             ``(mean, std, episodes)`` of the undiscounted raw episode returns.
         """
-        env = self.eval_env
-        observation = env.reset(seed=self.seed + EVAL_SEED_OFFSET)
+        env, policy, device = self.parts.eval_env, self.parts.loss.policy, self.parts.device
+        observation = env.reset(seed=self.parts.seed + EVAL_SEED_OFFSET)
         env.pop_finished()
         first: dict[int, float] = {}
         while len(first) < env.num_envs:
-            action, _ = self.loss.policy.act(observation.to(self.device), deterministic=True)
+            action, _ = policy.act(observation.to(device), deterministic=True)
             observation = env.step(action).observation
             for episode in env.pop_finished():
                 first.setdefault(episode.env, episode.return_)
         values = np.array(list(first.values()))
         return float(values.mean()), float(values.std()), len(values)
 
-    def _evaluate(self, frames: int, display: TrainingDisplay) -> dict[str, float]:
+    def _evaluate(self) -> dict[str, float]:
         mean, std, episodes = self.evaluate()
-        self.last_eval = (mean, std)
-        display.evaluation(frames, mean, std, episodes)
         if mean > self.best_eval:
             self.best_eval = mean
             self.save_checkpoint("best.pt")
-        return {"eval/return_mean": mean, "eval/return_std": std}
-
-    def _log(self, metrics: dict[str, float], frames: int) -> None:
-        if self.tracker is not None:
-            self.tracker.log_metrics(metrics, step=frames)
+        return {"eval/return_mean": mean, "eval/return_std": std, "eval/episodes": episodes}
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: networks, optimizer, transforms, counters, RNGs."""
+        """Everything needed to resume: networks, optimizers, transforms, counters, RNGs."""
+        parts = self.parts
         return {
-            "loss": self.loss.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "transforms": [t.state_dict() for t in self.transforms],
-            "collector": self.collector.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-            },
+            "loss": parts.loss.state_dict(),
+            "optimizer": parts.optimizers.state_dict(),
+            "transforms": [t.state_dict() for t in parts.transforms],
+            "collector": parts.collector.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
             "best_eval": self.best_eval,
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "config": dict(parts.config),
         }
 
     def save_checkpoint(self, name: str) -> Path:
@@ -352,9 +273,5 @@ class Trainer:
         path = self.output_dir / "checkpoints" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(self.state_dict(), path)
+        self._notify("on_checkpoint", path, name == "best.pt")
         return path
-
-    def close(self) -> None:
-        """Close training and evaluation envs."""
-        self.collector.close()
-        self.eval_env.close()

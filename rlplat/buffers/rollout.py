@@ -52,3 +52,7 @@ class RolloutBuffer:
         for _ in range(self.epochs):
             order = torch.randperm(n, device=self._data.device)[:usable]
             yield from self._data[order].split(self.minibatch_size)  # one gather per epoch
+
+    def state_dict(self) -> dict:
+        """Nothing to resume: the rollout held is used up before the next one is collected."""
+        return {}

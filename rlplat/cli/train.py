@@ -1,99 +1,126 @@
-"""rlplat-train: compose the config with Hydra, train, record the run in MLflow.
+"""rlplat-train: compose the config with Hydra, build the parts, fit, record in MLflow.
 
     rlplat-train algo=ppo env=pendulum
     rlplat-train -m algo=ppo env=cartpole seed=0,1,2
+
+compose (Hydra, :mod:`rlplat.hydra_ext`) -> build (:func:`rlplat.build.build`, every check)
+-> fit (:class:`rlplat.trainer.Trainer`); bad input is reported here, in one place.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from rlplat import __version__
-from rlplat.config import (
-    check_command_line,
-    register_group_options,
-    register_hydra_plugins,
-    unroute,
-)
+from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.registry import ConfigError, PluginError
+from rlplat.sweep.plugins import register_sweeper
 
-log = logging.getLogger(__name__)
 
+def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
+    """Build the parts, record the run in MLflow, fit; returns ``trainer.objective``.
 
-def train(cfg: DictConfig, output_dir: Path, algo: str, env: str, command: str, job_start: float) -> float:
-    """Build the trainer, record the run in MLflow, train; returns ``trainer.objective``.
-
-    Config errors are raised before an MLflow run exists. Once it exists, the run ends
-    FINISHED, KILLED when a sweeper's pruner stopped it (tag ``rlplat.pruned``), or FAILED on
-    any other exception (re-raised), never RUNNING. In a multirun the run is the child of
-    the sweep's parent run. The metric ``time/startup_s`` is the start-up cost: seconds from
-    ``job_start`` to the first env step.
+    Every config error is raised by the build, before an MLflow run exists. Once it exists,
+    the run ends FINISHED, KILLED when a sweeper's pruner stopped it (tag
+    ``rlplat.pruned``), or FAILED on any other exception (re-raised), never RUNNING. In a
+    multirun the run is the child of the sweep's parent run.
 
     Args:
-        job_start: ``time.time()`` when the job started: when its process started, for the
-            first job of a process.
+        cfg: The composed config.
+        output_dir: The run directory (Hydra's).
+        command: The ``rlplat-train`` command that reruns this job alone.
+        job_start: ``time.time()`` when the job started (its process's start for the first
+            job of a process): ``time/startup_s`` is measured from it to the first env step.
 
     Raises:
-        ConfigError: for invalid config values.
+        ConfigError, PluginError: for invalid config or a broken plugin.
     """
-    from rlplat.multirun import PRUNED_TAG, active_parent, child_tags
-    from rlplat.optuna_sweeper import TrialReporter
-    from rlplat.tracking import Tracker, TrackingConfig, flatten, run_tags
+    from rlplat.build import build
+    from rlplat.console import TrainingDisplay
+    from rlplat.sweep.reporter import TrialReporter
     from rlplat.trainer import Trainer
 
-    tracking = TrackingConfig.from_node(cfg.tracking)
-    title = f"{algo} / {env} / seed {cfg.seed}"
-    trainer = Trainer(cfg, output_dir, title=title)
-    trainer.job_start = job_start
+    built = build(cfg)
     try:
-        reporter = TrialReporter.from_environment(trainer.config.objective)
-        if reporter is not None:
-            trainer.evaluation_hooks.append(reporter)
-        if not tracking.enabled:
-            return trainer.fit()
-        tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
-        tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
-        parent = active_parent()
-        if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
-            if parent.uri != tracking.uri:
-                log.warning(f"tracking.uri={tracking.uri!r} differs from the sweep's ({parent.uri!r}): "
-                            "this run is not nested under the sweep's parent run")
+        choices = HydraConfig.get().runtime.choices
+        algo, env, seed = choices.get("algo"), choices.get("env"), built.config["seed"]
+        reporter = TrialReporter.from_environment(built.trainer.objective)
+        title = f"{algo} / {env} / seed {seed}"
+        with TrainingDisplay(title, built.trainer.total_frames) as display:
+            callbacks: list[Any] = [display, *([reporter] if reporter else [])]
+            if not built.tracking.enabled:
+                summary = Trainer(built.parts, built.trainer, output_dir, callbacks).fit()
             else:
-                tags.update(child_tags(parent, HydraConfig.get()))
-        if reporter is not None:
-            tags["optuna.trial"] = str(reporter.number)
-        params = flatten(OmegaConf.to_container(cfg, resolve=True))
-        tracker.start(tracking.run_name or f"{algo}-{env}-s{cfg.seed}", params, tags)
-        trainer.tracker = tracker
-        status = "FAILED"
-        try:
-            resolved = output_dir / "config.yaml"
-            OmegaConf.save(cfg, resolved, resolve=True)
-            tracker.log_artifact(resolved)
-            tracker.log_artifact(output_dir / ".hydra", "hydra")
-            objective = trainer.fit()
-            status = "FINISHED"
-            return objective
-        except Exception as error:
-            if reporter is not None and reporter.pruned(error):
-                tracker.set_tags({PRUNED_TAG: "true"})
-                status = "KILLED"
-            raise
-        finally:
-            tracker.end(status)
+                tags = _tags(cfg, algo, env, command, reporter)
+                summary = _recorded_fit(built, output_dir, tags, callbacks, job_start, reporter)
+        display.summary({"frames": int(summary["frames"]), "wall time (s)": summary["time/train_s"],
+                         **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"}})
+        return summary[built.trainer.objective]
     finally:
-        trainer.close()
+        built.parts.close()
+
+
+def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
+    """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child."""
+    from rlplat.sweep.parent import active_parent, child_tags
+    from rlplat.tracking import run_tags
+
+    tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
+    parent = active_parent()
+    if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
+        uri = str(cfg.tracking.uri)
+        if parent.uri != uri:
+            print(f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "
+                  "this run is not nested under the sweep's parent run", file=sys.stderr)
+        else:
+            tags.update(child_tags(parent, HydraConfig.get()))
+    if reporter is not None:
+        tags["optuna.trial"] = str(reporter.number)
+    return tags
+
+
+def _recorded_fit(built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Any],
+                  job_start: float, reporter: Any) -> dict[str, float]:
+    """Fit inside an MLflow run that always ends FINISHED, KILLED (pruned) or FAILED."""
+    from omegaconf import OmegaConf
+
+    from rlplat.sweep.parent import PRUNED_TAG
+    from rlplat.tracking import Tracker, TrackerCallback, flatten
+    from rlplat.trainer import Trainer
+
+    tracking = built.tracking
+    tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
+    name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
+    tracker.start(name, flatten(built.config), tags)
+    status = "FAILED"
+    try:
+        resolved = output_dir / "config.yaml"
+        OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
+        tracker.log_artifact(resolved)
+        tracker.log_artifact(output_dir / ".hydra", "hydra")
+        tracker.log_metrics({"time/startup_s": time.time() - job_start}, step=0)
+        trainer = Trainer(built.parts, built.trainer, output_dir, [TrackerCallback(tracker), *callbacks])
+        summary = trainer.fit()
+        status = "FINISHED"
+        return summary
+    except BaseException as error:
+        if reporter is not None and reporter.pruned(error):
+            tracker.set_tags({PRUNED_TAG: "true"})
+            status = "KILLED"
+        raise
+    finally:
+        tracker.end(status)
 
 
 def process_start_time() -> float:
@@ -112,24 +139,6 @@ _IMPORTED = time.time()
 _jobs_started = 0
 
 
-def task(cfg: DictConfig) -> float:
-    """Hydra's task function: one job, in this process or in a launcher's worker."""
-    hydra_cfg = HydraConfig.get()
-    runtime = hydra_cfg.runtime
-    output_dir = Path(runtime.output_dir)
-    if hydra_cfg.mode == RunMode.MULTIRUN:  # the job's own command, also on a remote worker
-        command = shlex.join(["rlplat-train", *map(unroute, hydra_cfg.overrides.task)])
-    else:
-        command = shlex.join(["rlplat-train", *map(unroute, sys.argv[1:])])
-    try:
-        return train(cfg, output_dir, runtime.choices.get("algo"), runtime.choices.get("env"), command, job_start())
-    except (ConfigError, PluginError) as error:
-        shutil.rmtree(output_dir, ignore_errors=True)  # nothing half-written
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or hydra_cfg.mode == RunMode.MULTIRUN:
-            raise  # in a sweep: this job fails, the sweeper decides about the rest
-        _fail(error)
-
-
 def job_start() -> float:
     """When the current job started: its process's start for the first job of a process
     (imports included), else now."""
@@ -138,7 +147,24 @@ def job_start() -> float:
     return process_start_time() if _jobs_started == 1 else time.time()
 
 
-def _fail(error: Exception) -> None:
+def task(cfg: DictConfig) -> float:
+    """Hydra's task function: one job, in this process or in a launcher's worker."""
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
+    command = shlex.join(["rlplat-train", *map(unroute, args)])
+    try:
+        return train(cfg, output_dir, command, job_start())
+    except (ConfigError, PluginError) as error:
+        shutil.rmtree(output_dir, ignore_errors=True)  # nothing half-written
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
+            raise  # in a sweep: this job fails, the sweeper decides about the rest
+        fail(error)
+
+
+def fail(error: Exception) -> None:
+    """Report bad input as one line on stderr and exit with status 2."""
     print(f"rlplat-train: error: {error}", file=sys.stderr)
     sys.exit(2)
 
@@ -147,12 +173,13 @@ def main() -> None:
     """Console entry point of ``rlplat-train``."""
     try:
         register_hydra_plugins()
+        register_sweeper()
         register_group_options()
-        sys.argv[1:] = check_command_line(sys.argv[1:])
+        sys.argv[1:] = route(sys.argv[1:])
     except (ConfigError, PluginError) as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        _fail(error)
+        fail(error)
     # Decorated here rather than at definition, so that launchers pickle `task` by reference.
     hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(task)()
 

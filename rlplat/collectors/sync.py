@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Protocol
+from collections.abc import Iterator
 
 import gymnasium
 import torch
@@ -11,25 +10,15 @@ from tensordict import TensorDict
 from torch import Tensor
 
 from rlplat import keys
-from rlplat.envs.vector import Episode, VectorEnv
-from rlplat.registry import COLLECTORS, ConfigError
+from rlplat.collectors.base import EnvMaker, Policy
+from rlplat.envs.base import Episode
+from rlplat.registry import ConfigError
 
 
-class Policy(Protocol):
-    """What a collector needs from an agent."""
-
-    def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
-        """``[N, *obs_shape]`` -> action ``[N, ...]`` and log-probability ``[N]``."""
-        ...
-
-
-EnvFactory = Callable[[int, str], VectorEnv]
-"""``(num_envs, vectorization) -> VectorEnv``: the configured training env, transforms included."""
-
-
-@COLLECTORS.register("sync")
 class SyncCollector:
     """Collects rollouts of ``steps_per_env`` steps from ``num_envs`` envs, in-process.
+
+    Implements :class:`rlplat.collectors.base.Collector`.
 
     Storage for one rollout is allocated once and written step by step; each iteration
     yields a copy with batch size ``[T, B]`` = ``[steps_per_env, num_envs]`` holding
@@ -53,7 +42,7 @@ class SyncCollector:
 
     def __init__(
         self,
-        make_env: EnvFactory,
+        make_env: EnvMaker,
         policy: Policy,
         total_frames: int,
         device: torch.device,

@@ -11,7 +11,6 @@ true next observation of every transition and, separately, the observation to ac
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 import gymnasium
 import numpy as np
@@ -19,42 +18,17 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from rlplat.envs.base import Episode, Step
 from rlplat.registry import ConfigError
-from rlplat.transforms.base import Transform
+from rlplat.transforms.base import TransformLike
 
 VECTORIZATION = ("sync", "async")
 
 
-class Episode(NamedTuple):
-    """A finished episode: which env ran it, its undiscounted raw return, its env steps."""
-
-    env: int
-    return_: float
-    length: int
-
-
-class Step(NamedTuple):
-    """One vector step; every tensor has leading dim B (number of envs).
-
-    Attributes:
-        next_observation: ``[B, *obs_shape]`` float32, the true next observation s_{t+1}
-            (the final observation where the episode ended), transformed.
-        reward: ``[B, 1]`` float32 reward, transformed (e.g. scaled).
-        terminated: ``[B, 1]`` bool, the MDP ended: do not bootstrap.
-        truncated: ``[B, 1]`` bool, a time limit cut the episode: bootstrap.
-        observation: ``[B, *obs_shape]`` float32, the observation to act on next (the reset
-            observation where the episode ended), transformed.
-    """
-
-    next_observation: Tensor
-    reward: Tensor
-    terminated: Tensor
-    truncated: Tensor
-    observation: Tensor
-
-
 class VectorEnv:
     """B copies of one env, stepped together, exchanging torch tensors.
+
+    Implements :class:`rlplat.envs.base.VectorEnvLike`, the interface collectors use.
 
     Box actions are exchanged in the policy's normalised space ``[-1, 1]`` per dim, clipped
     and rescaled here to the env's bounds (unbounded dims pass through). Discrete actions
@@ -78,7 +52,7 @@ class VectorEnv:
         self,
         make_env: Callable[[], gymnasium.Env],
         num_envs: int,
-        transforms: Sequence[Transform] = (),
+        transforms: Sequence[TransformLike] = (),
         update_transforms: bool = True,
         vectorization: str = "sync",
     ) -> None:

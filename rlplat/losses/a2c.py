@@ -9,10 +9,8 @@ from tensordict import TensorDict
 from rlplat import keys
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import LOSSES
 
 
-@LOSSES.register("a2c")
 class A2CLoss(ActorCriticLoss):
     """A2C: ``L = -mean(log pi(a|s) * A) + c_v * mean((V(s) - V_target)^2) - c_e * H``.
 
@@ -41,6 +39,7 @@ class A2CLoss(ActorCriticLoss):
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         gae_lambda: float = 1.0,
         normalize_advantage: bool = False,
@@ -51,8 +50,9 @@ class A2CLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init,
-            normalize_advantage, entropy_coef, value_coef,
+            observation_space, action_space, network, gamma=gamma, gae_lambda=gae_lambda, features=features,
+            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef, value_coef=value_coef,
         )
 
     def forward(self, batch: TensorDict) -> TensorDict:

@@ -36,15 +36,23 @@ class ActorCriticLoss(nn.Module):
         entropy_coef: Weight of the entropy bonus.
         value_coef: Weight of the value loss.
 
+    Attributes:
+        on_policy: True: learns from the latest rollout only (a rollout buffer).
+        sequence_length: 1: samples are single transitions.
+
     Raises:
         ConfigError: if gamma or gae_lambda is outside [0, 1].
     """
+
+    on_policy = True
+    sequence_length = 1
 
     def __init__(
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float,
         gae_lambda: float,
         features: int,
@@ -56,7 +64,10 @@ class ActorCriticLoss(nn.Module):
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma, gae_lambda=gae_lambda)
-        self.agent = ActorCritic(observation_space, action_space, network, features, share_torso, log_std_init)
+        self.agent = ActorCritic(
+            observation_space, action_space, network,
+            features=features, share_torso=share_torso, log_std_init=log_std_init,
+        )
         self.policy = self.agent
         self.gamma = gamma
         self.gae_lambda = gae_lambda
@@ -70,6 +81,14 @@ class ActorCriticLoss(nn.Module):
         log_prob, entropy = self.agent.log_prob_entropy(batch[keys.OBSERVATION], batch[keys.ACTION])
         advantage = batch[keys.ADVANTAGE].squeeze(-1)
         return log_prob, entropy, normalize(advantage) if self.normalize_advantage else advantage
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """``actor``: the policy's torso and head (and the shared torso when
+        ``share_torso``); ``critic``: the value torso and head."""
+        agent = self.agent
+        actor = [*agent.actor_torso.parameters(), *agent.head.parameters()]
+        critic_torso = [] if agent.critic_torso is agent.actor_torso else [*agent.critic_torso.parameters()]
+        return {"actor": actor, "critic": [*critic_torso, *agent.value_head.parameters()]}
 
     def after_update(self) -> None:
         """Nothing to do after a gradient step: on-policy losses have no target networks."""

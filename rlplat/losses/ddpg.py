@@ -7,10 +7,8 @@ import gymnasium
 
 from rlplat.losses.td3 import TD3Loss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import LOSSES
 
 
-@LOSSES.register("ddpg")
 class DDPGLoss(TD3Loss):
     """DDPG: TD3 without its three additions (one critic, no target smoothing, no delay).
 
@@ -39,6 +37,7 @@ class DDPGLoss(TD3Loss):
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         tau: float = 0.005,
         exploration_noise: float = 0.1,

@@ -17,10 +17,9 @@ from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.exploration import EpsilonGreedy
 from rlplat.networks.q import DiscreteQ
-from rlplat.registry import LOSSES, ConfigError
+from rlplat.registry import ConfigError
 
 
-@LOSSES.register("dqn")
 class DQNLoss(nn.Module):
     """TD regression of Q(s, a) on an n-step target with a target network.
 
@@ -49,12 +48,14 @@ class DQNLoss(nn.Module):
     """
 
     action_spaces = (gymnasium.spaces.Discrete,)
+    on_policy = False
 
     def __init__(
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         n_step: int = 1,
         double: bool = True,
@@ -77,7 +78,12 @@ class DQNLoss(nn.Module):
         self.targets = TargetSchedule(tau, target_update_interval, (self.q_target, self.q))
         self.gamma = gamma
         self.n_step = n_step
+        self.sequence_length = n_step  # the buffer samples windows of n_step steps
         self.double = double
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """``q``: the online Q-network (the target network takes no gradient)."""
+        return {"q": list(self.q.parameters())}
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
         """Nothing to add: targets are computed from the sampled transitions."""

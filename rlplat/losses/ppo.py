@@ -11,10 +11,9 @@ from rlplat import keys
 from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import LOSSES, ConfigError
+from rlplat.registry import ConfigError
 
 
-@LOSSES.register("ppo")
 class PPOLoss(ActorCriticLoss):
     """PPO-clip: ``L = -L^CLIP + c_v * L^VF - c_e * H``, each term returned separately.
 
@@ -50,6 +49,7 @@ class PPOLoss(ActorCriticLoss):
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         clip_epsilon: float = 0.2,
@@ -62,8 +62,9 @@ class PPOLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init,
-            normalize_advantage, entropy_coef, value_coef,
+            observation_space, action_space, network, gamma=gamma, gae_lambda=gae_lambda, features=features,
+            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef, value_coef=value_coef,
         )
         if clip_epsilon <= 0:
             raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")

@@ -11,10 +11,9 @@ from rlplat import keys
 from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import LOSSES, ConfigError
+from rlplat.registry import ConfigError
 
 
-@LOSSES.register("ppo_kl")
 class PPOKLLoss(ActorCriticLoss):
     """``L^KLPEN = -mean(ratio * A - beta * KL[pi_old, pi])``, plus value loss and entropy.
 
@@ -49,6 +48,7 @@ class PPOKLLoss(ActorCriticLoss):
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         kl_target: float = 0.01,
@@ -61,8 +61,9 @@ class PPOKLLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, gae_lambda, features, share_torso, log_std_init,
-            normalize_advantage, entropy_coef, value_coef,
+            observation_space, action_space, network, gamma=gamma, gae_lambda=gae_lambda, features=features,
+            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef, value_coef=value_coef,
         )
         if kl_target <= 0:
             raise ConfigError(f"loss.kl_target={kl_target}: must be > 0 (nats)")

@@ -11,10 +11,8 @@ from rlplat import keys
 from rlplat.functional import td_lambda_return
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import LOSSES
 
 
-@LOSSES.register("reinforce")
 class ReinforceLoss(ActorCriticLoss):
     """Vanilla policy gradient: ``L = -mean(log pi(a_t|s_t) * (G_t - b(s_t))) + c_v * mean((b(s_t) - G_t)^2)``.
 
@@ -44,6 +42,7 @@ class ReinforceLoss(ActorCriticLoss):
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         normalize_advantage: bool = True,
         entropy_coef: float = 0.0,
@@ -53,8 +52,9 @@ class ReinforceLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma, 1.0, features, share_torso, log_std_init,
-            normalize_advantage, entropy_coef, value_coef,
+            observation_space, action_space, network, gamma=gamma, gae_lambda=1.0, features=features,
+            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef, value_coef=value_coef,
         )
 
     @torch.no_grad()

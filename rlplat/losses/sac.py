@@ -15,10 +15,9 @@ from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
 from rlplat.networks.exploration import SquashedGaussianPolicy
 from rlplat.networks.q import ContinuousQEnsemble, state_action_space
-from rlplat.registry import LOSSES, ConfigError
+from rlplat.registry import ConfigError
 
 
-@LOSSES.register("sac")
 class SACLoss(nn.Module):
     """Soft Q-learning with a reparameterised squashed Gaussian actor.
 
@@ -45,12 +44,15 @@ class SACLoss(nn.Module):
     """
 
     action_spaces = (gymnasium.spaces.Box,)
+    on_policy = False
+    sequence_length = 1
 
     def __init__(
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         tau: float = 0.005,
         alpha_init: float = 1.0,
@@ -77,6 +79,15 @@ class SACLoss(nn.Module):
         self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
         self._critic_params = list(self.critics.parameters())
         self.gamma = gamma
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """``actor``: the squashed Gaussian policy; ``critic``: the Q ensemble;
+        ``temperature``: log alpha (takes no gradient when ``learn_alpha`` is false)."""
+        return {
+            "actor": list(self.actor.parameters()),
+            "critic": list(self.critics.parameters()),
+            "temperature": [self.log_alpha],
+        }
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
         """Nothing to add: targets are computed from the sampled transitions."""

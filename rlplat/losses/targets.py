@@ -62,4 +62,15 @@ class TargetSchedule:
         """Count one gradient update; move the targets when due."""
         self.updates += 1
         if self.updates % self.interval == 0:
-            torch._foreach_lerp_(self._targets, self._sources, self.tau)
+            polyak_update(self._targets, self._sources, self.tau)
+
+
+@torch.no_grad()
+def polyak_update(targets: list[nn.Parameter], sources: list[nn.Parameter], tau: float) -> None:
+    """``target <- target + tau * (source - target)`` for every pair, in place.
+
+    Uses ``torch._foreach_lerp_``, the one private torch function in rlplat: torch has no
+    public multi-tensor lerp (its optimizers and ``torch.optim.swa_utils`` use this one),
+    and a loop of public ``Tensor.lerp_`` costs one dispatch per tensor on every update.
+    """
+    torch._foreach_lerp_(targets, sources, tau)

@@ -15,10 +15,9 @@ from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import DeterministicActor
 from rlplat.networks.exploration import NoisyDeterministicPolicy
 from rlplat.networks.q import ContinuousQEnsemble, state_action_space
-from rlplat.registry import LOSSES, ConfigError
+from rlplat.registry import ConfigError
 
 
-@LOSSES.register("td3")
 class TD3Loss(nn.Module):
     """Clipped double-Q learning, target policy smoothing and delayed actor updates.
 
@@ -47,12 +46,15 @@ class TD3Loss(nn.Module):
     """
 
     action_spaces = (gymnasium.spaces.Box,)
+    on_policy = False
+    sequence_length = 1
 
     def __init__(
         self,
         observation_space: gymnasium.Space,
         action_space: gymnasium.Space,
         network: NetworkFactory,
+        *,
         gamma: float = 0.99,
         tau: float = 0.005,
         policy_delay: int = 2,
@@ -85,6 +87,10 @@ class TD3Loss(nn.Module):
         self.policy_delay = policy_delay
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """``actor``: the deterministic policy; ``critic``: the Q ensemble."""
+        return {"actor": list(self.actor.parameters()), "critic": list(self.critics.parameters())}
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
         """Nothing to add: targets are computed from the sampled transitions."""

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import gymnasium
 import torch
 from torch import Tensor, nn
 
+from rlplat.networks.base import NetworkFactory
 from rlplat.networks.heads import CategoricalHead, GaussianHead
 from rlplat.registry import ConfigError
-
-NetworkFactory = Callable[..., nn.Module]
-"""``(out_features, space=<observation space>) -> nn.Module``: the configured torso for
-inputs of ``space`` (by default the env's observations), ``[N, *shape] -> [N, out]``."""
 
 
 class ActorCritic(nn.Module):

@@ -1,0 +1,76 @@
+"""What a buffer entry implements (entry-point group ``rlplat.buffers``).
+
+A buffer holds collected data and hands the trainer its minibatches. The trainer drives it
+once per rollout::
+
+    rollout = loss.preprocess(rollout)   # [T, B]
+    buffer.extend(rollout)
+    for batch in buffer.batches():       # [N] (or [N, L] windows)
+        losses = loss(batch)  ...
+
+The buffer decides how many batches a rollout earns: minibatch epochs over the latest
+rollout (on-policy, :class:`rlplat.buffers.rollout.RolloutBuffer`) or sampled updates at a
+replay ratio (off-policy, :class:`rlplat.buffers.replay.ReplayBuffer`).
+
+* :class:`BufferFactory`: what the entry point names; which arguments rlplat supplies.
+* :class:`Buffer`: what the built buffer provides to the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from tensordict import TensorDict
+
+
+class BufferFactory(Protocol):
+    """A buffer entry: ``frames_per_batch`` from rlplat, by keyword, plus the YAML keys.
+
+    rlplat supplies ``frames_per_batch``, the frames per rollout ``T * B`` of the
+    collector (reserved: not settable from YAML); the ``buffer`` YAML node supplies every
+    other keyword argument (``epochs``, ``minibatch_size``, ``capacity``, ...), checked
+    against the signature.
+
+    Raises:
+        ConfigError: for a bad YAML value or one inconsistent with ``frames_per_batch``
+            (e.g. a minibatch larger than a rollout), naming ``buffer.<key>`` and the fix.
+    """
+
+    def __call__(self, *, frames_per_batch: int, **kwargs: Any) -> Buffer:
+        """Build the buffer (storage may be allocated lazily at the first :meth:`Buffer.extend`)."""
+        ...
+
+
+@runtime_checkable
+class Buffer(Protocol):
+    """A built buffer, as the trainer drives it.
+
+    Data is stored with every key the rollout carries (including those the loss's
+    ``preprocess`` added: ``state_value``, ``advantage``, ``value_target``, ...), with their
+    per-sample shapes and dtypes unchanged (see :mod:`rlplat.collectors.base`).
+    """
+
+    def extend(self, rollout: TensorDict) -> None:
+        """Add one rollout.
+
+        Args:
+            rollout: TensorDict with batch size ``[T, B]`` (time first, then envs); the
+                buffer copies or keeps it, the collector does not reuse it.
+        """
+        ...
+
+    def batches(self) -> Iterator[TensorDict]:
+        """The minibatches this rollout earned, each used for one gradient update.
+
+        Yields:
+            TensorDicts of batch size ``[N]`` (single transitions), or ``[N, L]`` windows of
+            ``L`` consecutive steps of one env, in time order, for losses that need
+            sequences (e.g. n-step returns); the keys of the stored rollouts, with their
+            per-sample shapes and dtypes. May yield nothing (e.g. before ``learning_starts``).
+        """
+        ...
+
+    def state_dict(self) -> Mapping[str, Any]:
+        """Counters needed to resume (the stored data itself is optional), ``torch.save``-able."""
+        ...

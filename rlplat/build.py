@@ -1,0 +1,272 @@
+"""Assemble: composed config -> frozen parts, every cross-component check done here.
+
+:func:`build` reads the composed config once, builds each part through its registry and
+checks what no single part can check alone, so that a bad combination stops with one
+message before any run is created:
+
+* the loss can act in the env's action space (``algo=dqn env=pendulum``);
+* an on-policy loss gets a buffer that serves only the latest rollout, an off-policy loss
+  one that replays (``algo=ppo buffer=replay``);
+* the buffer's samples have the length the loss needs (n-step DQN: ``loss.n_step`` equal
+  to ``buffer.sequence_length``);
+* the buffer can hold what the collector yields and the loss samples (replay capacity at
+  least one rollout, one sequence and one batch);
+* the loss's parameter groups cover each trainable parameter once, and every ``optim.<group>``
+  names one of them.
+
+The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from rlplat.buffers.base import Buffer
+from rlplat.collectors.base import Collector
+from rlplat.envs.vector import VectorEnv
+from rlplat.losses.base import Loss
+from rlplat.networks.base import NetworkFactory
+from rlplat.optim import Optimizers, make_optimizers
+from rlplat.registry import (
+    BUFFERS,
+    COLLECTORS,
+    ENVS,
+    LOSSES,
+    NETWORKS,
+    TRANSFORMS,
+    ConfigError,
+    PluginError,
+)
+from rlplat.tracking import TrackingConfig
+from rlplat.trainer import Parts, TrainerConfig, seed_everything
+from rlplat.transforms.base import Transform
+
+COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
+
+
+@dataclass(frozen=True)
+class Build:
+    """The result of :func:`build`: the parts and the settings of their run.
+
+    Attributes:
+        parts: What the trainer runs.
+        trainer: The ``trainer`` settings.
+        tracking: The ``tracking`` settings (no run exists yet).
+        config: The resolved config as plain containers.
+    """
+
+    parts: Parts
+    trainer: TrainerConfig
+    tracking: TrackingConfig
+    config: Mapping[str, Any]
+
+
+def build(cfg: DictConfig) -> Build:
+    """Build every part from the composed config, checking each constraint between them.
+
+    Seeds Python, numpy and torch with ``seed`` and sets torch's CPU threads first, so that
+    networks are initialised reproducibly.
+
+    Args:
+        cfg: The composed rlplat config (conf/config.yaml and its groups).
+
+    Returns:
+        The frozen :class:`Build`; call ``build.parts.close()`` when done.
+
+    Raises:
+        ConfigError: for any invalid value or mismatch, naming the keys, the values and what
+            is valid; nothing is running or written then.
+        PluginError: for a plugin entry that fails to load or breaks its protocol.
+    """
+    config = resolve(cfg)
+    trainer = TrainerConfig.from_node(config["trainer"])
+    tracking = TrackingConfig.from_node(config["tracking"])
+    seed = config["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
+    torch.set_num_threads(trainer.num_threads)
+    device = resolve_device(trainer.device)
+    seed_everything(seed)
+
+    env_node = config["env"]
+    observation_space, action_space = env_spaces(env_node)
+    transforms = build_transforms(config["transforms"], observation_space)
+    loss = build_loss(config, observation_space, action_space).to(device)
+    collector = COLLECTORS.build(
+        "collector", config["collector"], make_env=env_maker(env_node, transforms), policy=loss.policy,
+        total_frames=trainer.total_frames, device=device, seed=seed,
+    )
+    try:
+        buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape)
+        check_buffer(config, loss, buffer)
+        optimizers = build_optimizers(config, loss)
+        eval_env = VectorEnv(single_env(env_node), trainer.eval_episodes, transforms, False)
+    except BaseException:
+        collector.close()
+        raise
+    parts = Parts(loss, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
+    return Build(parts, trainer, tracking, config)
+
+
+def resolve(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain containers with interpolations resolved.
+
+    Raises:
+        ConfigError: when an interpolation cannot be resolved (names the key).
+    """
+    try:
+        config = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as error:  # omegaconf's InterpolationResolutionError and kin
+        raise ConfigError(f"the config does not resolve: {error}") from error
+    assert isinstance(config, dict)
+    config.pop("hydra", None)
+    return config
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu``, ``cuda`` or ``auto`` -> a torch device.
+
+    Raises:
+        ConfigError: for ``cuda`` where CUDA is not available.
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("trainer.device='cuda': CUDA is not available here; use cpu or auto")
+    return torch.device(name)
+
+
+def single_env(env_node: Mapping[str, Any]) -> Any:
+    """A factory of one env as the ``env`` node configures it."""
+    return lambda: ENVS.build("env", env_node)
+
+
+def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
+    """The single env's observation and action spaces, read from one probe env.
+
+    Raises:
+        ConfigError: when the env factory returns something that is not a gymnasium.Env.
+    """
+    probe = ENVS.build("env", env_node)
+    if not isinstance(probe, gymnasium.Env):
+        raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    return spaces
+
+
+def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
+    """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space."""
+    return tuple(
+        TRANSFORMS.build(f"transforms.{name}", {"name": name, **(kwargs or {})}, observation_space)
+        for name, kwargs in node.items()
+    )
+
+
+def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) -> Any:
+    """``(num_envs, vectorization) -> VectorEnv``: the training env, transforms updating."""
+    make_one = single_env(env_node)
+    return lambda num_envs, vectorization: VectorEnv(make_one, num_envs, list(transforms), True, vectorization)
+
+
+def build_loss(config: Mapping[str, Any], observation_space: gymnasium.Space, action_space: gymnasium.Space) -> Loss:
+    """The ``loss`` node -> the loss, after checking it can act in ``action_space``.
+
+    Raises:
+        ConfigError: when the loss cannot act in the env (names both and the losses that can).
+    """
+    node = config["loss"]
+    check_action_space(node.get("name"), action_space, config["env"])
+
+    def network(out_features: int, space: gymnasium.Space = observation_space) -> torch.nn.Module:
+        return NETWORKS.build("network", config["network"], space, out_features)
+
+    factory: NetworkFactory = network
+    return LOSSES.build("loss", node, observation_space, action_space, factory)
+
+
+def action_spaces(loss_cls: Any) -> tuple[type, ...]:
+    """The action-space types a loss can act in: its ``action_spaces`` attribute, or Box and
+    Discrete for a loss that declares none."""
+    return getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+
+
+def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: Mapping[str, Any]) -> None:
+    """Raise ConfigError when the loss cannot act in the env's action space, naming both
+    and the (loadable) losses that can."""
+    supported = action_spaces(LOSSES.get(loss_name, key="loss.name"))
+    if isinstance(action_space, supported):
+        return
+    able = []
+    for name in LOSSES.names():
+        try:
+            if isinstance(action_space, action_spaces(LOSSES.get(name))):
+                able.append(name)
+        except PluginError:  # a broken plugin must not hide this message
+            continue
+    env = env_node.get("id", env_node.get("name"))
+    raise ConfigError(
+        f"loss {loss_name!r} cannot act in env {env!r}: it needs "
+        f"{' or '.join(t.__name__ for t in supported)} actions, the env has {action_space}. "
+        f"Algorithms for this env: {', '.join(able)}."
+    )
+
+
+def check_buffer(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
+    """The buffer serves what the loss learns from: latest rollout or replay, and samples of
+    the loss's sequence length.
+
+    Raises:
+        ConfigError: naming the loss, the buffer and the keys to change.
+    """
+    loss_name, buffer_name = config["loss"]["name"], config["buffer"]["name"]
+    if loss.on_policy != buffer.on_policy:
+        need = "only the latest rollout (an on-policy buffer)" if loss.on_policy else "replayed data"
+        fit = [name for name in BUFFERS.names() if _on_policy(name) == loss.on_policy]
+        raise ConfigError(
+            f"buffer={buffer_name!r} does not fit loss {loss_name!r}: the loss is "
+            f"{'on' if loss.on_policy else 'off'}-policy and learns from {need}. "
+            f"Buffers that fit: {', '.join(fit) or '(none)'}."
+        )
+    if loss.sequence_length != buffer.sequence_length:
+        raise ConfigError(
+            f"buffer.sequence_length={buffer.sequence_length}: loss {loss_name!r} needs samples of "
+            f"{loss.sequence_length} consecutive steps (e.g. loss.n_step={loss.sequence_length}); "
+            f"set buffer.sequence_length={loss.sequence_length}"
+        )
+
+
+def _on_policy(buffer_name: str) -> bool | None:
+    try:
+        return getattr(BUFFERS.get(buffer_name), "on_policy", None)
+    except PluginError:  # a broken plugin must not hide the message it is listed in
+        return None
+
+
+def build_optimizers(config: Mapping[str, Any], loss: Loss) -> Optimizers:
+    """The ``optim`` node -> one optimizer per configured parameter group of the loss.
+
+    Raises:
+        PluginError: when the loss's ``param_groups`` miss a trainable parameter or name one
+            twice.
+        ConfigError: for a bad ``optim`` setting or an ``optim.<group>`` the loss lacks.
+    """
+    groups = loss.param_groups()
+    seen: dict[int, str] = {}
+    for group, params in groups.items():
+        for p in params:
+            if id(p) in seen:
+                raise PluginError(f"loss {config['loss']['name']!r}: a parameter is in both "
+                                  f"param_groups {seen[id(p)]!r} and {group!r}")
+            seen[id(p)] = group
+    missing = sum(1 for p in loss.parameters() if p.requires_grad and id(p) not in seen)
+    if missing:
+        raise PluginError(f"loss {config['loss']['name']!r}: {missing} trainable parameters are in "
+                          f"none of its param_groups ({', '.join(groups)})")
+    return make_optimizers(config["optim"], groups)

@@ -1,0 +1,138 @@
+"""What a collector entry implements (entry-point group ``rlplat.collectors``).
+
+A collector runs the policy in B parallel envs and yields rollouts: TensorDicts with batch
+size ``[T, B]`` (time first, then envs), until ``total_frames`` frames (env steps summed over
+the envs) are collected. Synchronous, multiprocess, asynchronous or Ray collectors all yield
+the same rollout, so the trainer and the losses never know which one ran.
+
+* :class:`CollectorFactory`: what the entry point names; which arguments rlplat supplies.
+* :class:`Collector`: what the built collector provides to the trainer.
+* :class:`Policy`: what a collector needs from the agent (a loss's ``policy``).
+* :data:`EnvMaker`: how a collector gets its envs, ``(num_envs, vectorization) -> env``.
+
+Keys, shapes and dtypes of a rollout (names from :mod:`rlplat.keys`; ``A`` the Box action
+dim, ``*obs`` the observation shape):
+
+* ``observation``: ``[T, B, *obs]`` float32, s_t, transformed.
+* ``action``: ``[T, B, A]`` float32 in the policy's normalised space ``[-1, 1]`` (Box), or
+  ``[T, B]`` int64 (Discrete): a_t as the policy returned it.
+* ``action_log_prob``: ``[T, B]`` float32, log pi(a_t | s_t) when acting.
+* ``("next", "observation")``: ``[T, B, *obs]`` float32, the true s_{t+1}, also on the
+  last step of an episode (never the reset observation of the next one).
+* ``("next", "reward")``: ``[T, B, 1]`` float32, r_{t+1}, transformed.
+* ``("next", "terminated")``: ``[T, B, 1]`` bool, the MDP ended: no bootstrap.
+* ``("next", "truncated")``: ``[T, B, 1]`` bool, a time limit cut the episode: bootstrap.
+* ``("next", "done")``: ``[T, B, 1]`` bool, ``terminated | truncated``.
+
+Episodes continue across rollouts: within an episode ``("next", "observation")[t]`` equals
+``observation[t + 1]`` (and the last step of one rollout chains into the first of the next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from tensordict import TensorDict
+from torch import Tensor
+
+from rlplat.envs.base import Episode, VectorEnvLike
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What a collector (and evaluation) needs from an agent: a loss's ``policy``."""
+
+    def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """Choose actions for a batch of observations, without gradients.
+
+        Called under ``torch.inference_mode``. A stochastic policy counts the frames it
+        acted on (exploration schedules); ``deterministic=True`` (evaluation) neither
+        explores nor counts.
+
+        Args:
+            observation: ``[N, *obs_shape]`` float32, on the policy's device.
+            deterministic: Take the mode of the action distribution instead of sampling.
+
+        Returns:
+            ``(action, log_prob)``: action ``[N, action_dim]`` float32 in the normalised
+            space ``[-1, 1]`` (Box) or ``[N]`` int64 (Discrete); log-probability ``[N]``
+            float32 of that action (zeros for a policy without one, e.g. DQN's).
+        """
+        ...
+
+
+EnvMaker = Callable[[int, str], VectorEnvLike]
+"""``(num_envs, vectorization) -> VectorEnvLike``: the configured training env, supplied to
+a collector by rlplat: B = ``num_envs`` copies of the ``env`` entry with the configured
+transforms (which it updates), ``vectorization`` ``"sync"`` (one process) or ``"async"``
+(a subprocess per env). A collector calls it once per env set it runs."""
+
+
+class CollectorFactory(Protocol):
+    """A collector entry: rlplat's arguments by keyword, plus the YAML keys.
+
+    rlplat supplies, by keyword (reserved: not settable from YAML):
+
+    * ``make_env``: an :data:`EnvMaker` for the training envs;
+    * ``policy``: the :class:`Policy` to act with (the loss's ``policy``);
+    * ``total_frames``: frames (env steps summed over envs) after which iteration stops;
+    * ``device``: ``torch.device`` of the policy and of the yielded rollouts;
+    * ``seed``: seed of the envs' first reset (env i gets ``seed + i``).
+
+    The ``collector`` YAML node supplies the rest (e.g. ``num_envs``, ``steps_per_env``,
+    ``vectorization``), checked against the signature.
+
+    Raises:
+        ConfigError: for a bad YAML value, naming ``collector.<key>``.
+    """
+
+    def __call__(
+        self,
+        *,
+        make_env: EnvMaker,
+        policy: Policy,
+        total_frames: int,
+        device: torch.device,
+        seed: int,
+        **kwargs: Any,
+    ) -> Collector:
+        """Build the collector; it may create its envs here."""
+        ...
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """A built collector, as the trainer drives it.
+
+    Attributes:
+        frames: Frames collected so far (env steps summed over envs); advanced by
+            ``frames_per_batch`` per yielded rollout.
+        frames_per_batch: Frames per rollout, ``T * B``; fixed at construction (buffers
+            size themselves from it).
+    """
+
+    frames: int
+    frames_per_batch: int
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        """Yield rollouts ``[T, B]`` (keys above) on ``device`` until ``frames >= total_frames``.
+
+        Each yielded rollout is the caller's: a later rollout does not overwrite it (the
+        loss's ``preprocess`` adds keys to it in place).
+        """
+        ...
+
+    def pop_finished(self) -> list[Episode]:
+        """The training episodes finished since the last call (raw undiscounted return,
+        length in env steps); then forgets them."""
+        ...
+
+    def state_dict(self) -> Mapping[str, Any]:
+        """Counters needed to resume (at least ``frames``), ``torch.save``-able."""
+        ...
+
+    def close(self) -> None:
+        """Close the envs (and any worker processes)."""
+        ...

@@ -1,0 +1,98 @@
+"""How a sweep is recorded in MLflow: tag names, the parent run, and this process's active parent.
+
+A multirun has one parent run; each job's run is its child, tagged with :func:`child_tags`.
+The sweeper, the job table and the callback all read and write these tags, so they are
+defined once, here, below all of them. MLflow itself is imported only when something is
+logged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.core.utils import filter_overrides
+from omegaconf import DictConfig
+
+from rlplat.hydra_ext.overrides import unroute
+
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag: the UI shows children under parents
+SWEEP_TAG = "rlplat.sweep"  # on parent and children: the sweep's output directory
+OVERRIDES_TAG = "rlplat.overrides"  # on a child: the job's overrides as typed, space-separated
+JOB_TAG = "rlplat.job"  # on a child: the job's number in the sweep
+PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
+
+
+@dataclass(frozen=True)
+class ParentRun:
+    """Where a sweep's parent run lives: enough to reach it from any process (strings only,
+    so it pickles to launcher workers)."""
+
+    uri: str  # MLflow tracking URI of the store holding the run
+    experiment_id: str
+    run_id: str
+
+
+_active_parent: ParentRun | None = None
+
+
+def active_parent() -> ParentRun | None:
+    """The parent run of the sweep the current job (or sweeper) belongs to; None outside a
+    recorded sweep."""
+    return _active_parent
+
+
+def set_active_parent(parent: ParentRun | None) -> None:
+    """Make ``parent`` this process's active parent run (None: no sweep is being recorded)."""
+    global _active_parent
+    _active_parent = parent
+
+
+def child_tags(parent: ParentRun, hydra_cfg: DictConfig) -> dict[str, str]:
+    """Tags that make a job's run the child of ``parent``.
+
+    Args:
+        parent: The sweep's parent run.
+        hydra_cfg: The job's Hydra config (``HydraConfig.get()``).
+
+    Returns:
+        Parent id, sweep directory, job number, and the job's overrides as typed
+        (without rlplat's ``++`` routing).
+    """
+    overrides = filter_overrides(list(hydra_cfg.overrides.task))
+    return {
+        PARENT_TAG: parent.run_id,
+        SWEEP_TAG: str(hydra_cfg.sweep.dir),
+        JOB_TAG: str(hydra_cfg.job.num),
+        OVERRIDES_TAG: " ".join(map(unroute, overrides)),
+    }
+
+
+def log_to_active_parent(
+    params: dict[str, str], metrics: dict[str, float], tags: dict[str, str], artifact: Path | None = None
+) -> None:
+    """Log a sweep's results (e.g. the best trial's params) on the active parent run, in one
+    batch; does nothing when there is none.
+
+    Args:
+        params: Run params, name -> value.
+        metrics: Metrics, logged at step 0.
+        tags: Run tags.
+        artifact: A file to log as an artifact at the run's root, if any.
+    """
+    if _active_parent is None:
+        return
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param, RunTag
+
+    client = MlflowClient(tracking_uri=_active_parent.uri)
+    now = int(time.time() * 1000)
+    client.log_batch(
+        _active_parent.run_id,
+        metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+        params=[Param(k, v) for k, v in params.items()],
+        tags=[RunTag(k, v) for k, v in tags.items()],
+    )
+    if artifact is not None:
+        client.log_artifact(_active_parent.run_id, str(artifact))

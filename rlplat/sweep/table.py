@@ -1,0 +1,115 @@
+"""The job table of a sweep: its child runs read back from MLflow, best first, printed and as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job of a sweep as recorded in MLflow."""
+
+    job: int  # the job's number in the sweep (-1 when untagged)
+    overrides: str  # the job's overrides as typed, space-separated
+    status: str  # MLflow run status, or PRUNED for a run a pruner stopped
+    objective: float  # the sorted-by metric's last value; nan when never logged
+    seconds: float  # wall time of the run
+    run_id: str
+
+
+def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
+    """The parent's child runs, best ``objective`` first; failed, pruned and unfinished last.
+
+    Args:
+        client: An ``mlflow.MlflowClient`` on the parent's store.
+        parent: The sweep's parent run.
+        objective: Metric the jobs are sorted by, descending (larger is better).
+
+    Returns:
+        One row per child run; ties and unusable rows in job order.
+    """
+    runs = client.search_runs(
+        [parent.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent.run_id}'", max_results=10000
+    )
+    rows = []
+    for run in runs:
+        tags = run.data.tags
+        status = "PRUNED" if tags.get(PRUNED_TAG) == "true" else run.info.status
+        rows.append(
+            JobRow(
+                job=int(tags.get(JOB_TAG, -1)),
+                overrides=tags.get(OVERRIDES_TAG, ""),
+                status=status,
+                objective=float(run.data.metrics.get(objective, math.nan)),
+                seconds=((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000,
+                run_id=run.info.run_id,
+            )
+        )
+
+    def rank(row: JobRow) -> tuple[int, float, int]:
+        usable = row.status == "FINISHED" and not math.isnan(row.objective)
+        return (0 if usable else 1, -row.objective if usable else 0.0, row.job)
+
+    return sorted(rows, key=rank)
+
+
+def jobs_csv(rows: list[JobRow], objective: str) -> str:
+    """The rows as CSV text with a header line: job, overrides, status, objective, seconds, run_id."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["job", "overrides", "status", objective, "seconds", "run_id"])
+    writer.writerows([r.job, r.overrides, r.status, r.objective, r.seconds, r.run_id] for r in rows)
+    return text.getvalue()
+
+
+def _short_numbers(override: str) -> str:
+    """``optim.lr=0.000162835910`` -> ``optim.lr=0.0001628``: a float value to 4 significant digits."""
+    key, _, value = override.partition("=")
+    if re.fullmatch(r"-?\d+\.\d{5,}(e-?\d+)?", value):
+        return f"{key}={float(value):.4g}"
+    return override
+
+
+def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
+    """Print the sweep's jobs as a rich table, in the order given.
+
+    The overrides that differ between jobs go in a column, the ones they share on a line
+    above. Off a terminal the table is 200 columns wide, so each job stays on one line.
+
+    Args:
+        rows: The jobs, e.g. from :func:`job_rows`.
+        objective: Name of the objective column.
+        sweep_dir: The sweep's output directory, shown in the heading.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    split = [row.overrides.split() for row in rows]
+    shared = set.intersection(*map(set, split)) if split else set()
+    lines = [f"sweep {sweep_dir}: {len(rows)} jobs, best {objective} first"]
+    if shared:
+        lines.append("shared overrides: " + " ".join(o for o in split[0] if o in shared))
+    table = Table()
+    table.add_column("job", justify="right")
+    table.add_column("overrides", overflow="fold")
+    table.add_column("status")
+    table.add_column(objective, justify="right", min_width=len(objective))
+    table.add_column("wall (s)", justify="right")
+    table.add_column("run id")
+    for row, overrides in zip(rows, split):
+        value = "-" if math.isnan(row.objective) else f"{row.objective:.2f}"
+        style = {"FAILED": "red", "PRUNED": "yellow", "KILLED": "yellow"}.get(row.status)
+        varying = " ".join(_short_numbers(o) for o in overrides if o not in shared)
+        table.add_row(str(row.job), varying, row.status, value, f"{row.seconds:.0f}", row.run_id[:12], style=style)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print("\n".join(lines), highlight=False)
+    console.print(table)
