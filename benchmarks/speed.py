@@ -22,16 +22,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rlplat.config import compose_config
+from rlplat.build import build
+from rlplat.hydra_ext import compose_config
 from rlplat.trainer import Trainer
 
 
-def build(overrides: list[str], frames: int, output_dir: Path) -> Trainer:
-    return Trainer(compose_config([*overrides, f"trainer.total_frames={frames}"]), output_dir)
+def make_trainer(overrides: list[str], frames: int, output_dir: Path) -> Trainer:
+    built = build(compose_config([*overrides, f"trainer.total_frames={frames}"]))
+    return Trainer(built.parts, built.trainer, output_dir)
 
 
 def time_collection(trainer: Trainer, rollouts: int) -> float:
-    collector = trainer.collector
+    collector = trainer.parts.collector
     collector.rollout()  # warm-up, first reset
     start = time.perf_counter()
     for _ in range(rollouts):
@@ -40,10 +42,11 @@ def time_collection(trainer: Trainer, rollouts: int) -> float:
 
 
 def time_updates(trainer: Trainer) -> float:
-    rollout = trainer.loss.preprocess(trainer.collector.rollout())
-    trainer.buffer.extend(rollout)
+    parts = trainer.parts
+    rollout = parts.loss.preprocess(parts.collector.rollout())
+    parts.buffer.extend(rollout)
     start, updates = time.perf_counter(), 0
-    for batch in trainer.buffer.batches():
+    for batch in parts.buffer.batches():
         trainer._update(batch)
         updates += 1
     return updates / (time.perf_counter() - start)
@@ -60,14 +63,13 @@ def main() -> None:
     results: dict[str, list[float]] = {"collection (frames/s)": [], "update (updates/s)": [], "loop (frames/s)": []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
-            trainer = build(overrides, args.frames, Path(tmp))
+            trainer = make_trainer(overrides, args.frames, Path(tmp))
             results["collection (frames/s)"].append(time_collection(trainer, args.rollouts))
             results["update (updates/s)"].append(time_updates(trainer))
-            trainer.close()
-            trainer = build(overrides, args.frames, Path(tmp))
-            trainer.fit()
-            results["loop (frames/s)"].append(trainer.final_metrics["time/fps"])
-            trainer.close()
+            trainer.parts.close()
+            trainer = make_trainer(overrides, args.frames, Path(tmp))
+            results["loop (frames/s)"].append(trainer.fit()["time/fps"])
+            trainer.parts.close()
     table = Table(title=f"rlplat speed: {' '.join(args.overrides) or 'defaults'} (median of {args.repeats})")
     for column in ("measure", "median", "min", "max"):
         table.add_column(column, justify="right")

@@ -12,6 +12,11 @@ entries it also marks the class or function as the target of its declared entry 
 
     @ENVS.register("gym")
     def make_gym(id: str, ...) -> gymnasium.Env: ...
+
+What an entry must build is a ``typing.Protocol`` in its package's ``base.py``
+(``rlplat.losses.base.Loss``, ...); :func:`check_conforms` (or ``Registry.build(...,
+protocol=...)``) checks a built object against one and names every missing member. This
+module only receives protocols as arguments: it imports no component package (nor torch).
 """
 
 from __future__ import annotations
@@ -152,25 +157,41 @@ class Registry:
                 ) from error
         return entry.target
 
-    def build(self, key: str, node: Mapping[str, Any], *args: Any, **extra: Any) -> Any:
+    def distribution(self, name: str) -> str | None:
+        """The distribution that declares ``name``, or None for an unknown name; imports nothing."""
+        self._discover()
+        entry = self._entries.get(name)
+        return None if entry is None else entry.distribution
+
+    def build(
+        self, key: str, node: Mapping[str, Any], *args: Any, protocol: type | None = None, **extra: Any
+    ) -> Any:
         """Build the entry named by ``node["name"]`` with the node's other keys as kwargs.
 
         Args:
             key: Config key of the node (``"network"``), used in error messages.
             node: Mapping with ``name`` and the constructor's keyword arguments.
             *args: Positional arguments rlplat supplies (not settable from YAML).
+            protocol: A ``typing.Protocol`` the built object must implement, checked by
+                :func:`check_conforms`; None checks nothing.
             **extra: Keyword arguments rlplat supplies (not settable from YAML).
 
         Raises:
             ConfigError: unknown name, or keyword arguments the constructor does not take
                 (names the valid keys), or required ones missing.
+            PluginError: if its plugin fails to import, or the built object lacks members of
+                ``protocol`` (names them all).
         """
         if "name" not in node:
             raise ConfigError(f"{key} has no 'name'. Valid names: {', '.join(self.names())}.")
         kwargs = {k: v for k, v in node.items() if k != "name"}
         target = self.get(node["name"], key=f"{key}.name" if key != self.kind else key)
         check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys())
-        return target(*args, **kwargs, **extra)
+        built = target(*args, **kwargs, **extra)
+        if protocol is not None:
+            name = node["name"]
+            check_conforms(self.kind, name, built, protocol, distribution=self.distribution(name))
+        return built
 
 
 def check_kwargs(
@@ -212,6 +233,86 @@ def check_kwargs(
     for p in settable:
         if p.default is inspect.Parameter.empty and p.name not in kwargs:
             raise ConfigError(f"{key}.{p.name} is required and not set.")
+
+
+def protocol_members(protocol: type) -> dict[str, str]:
+    """The members a ``typing.Protocol`` declares, read from its own class bodies.
+
+    Walks the protocol and the protocols it extends, in MRO order (skipping ``object``,
+    ``typing.Protocol`` and ``typing.Generic``): annotated names and properties are
+    attributes; functions defined in the class body (dunders such as ``__call__``
+    included), static and class methods are methods. Nothing typing adds by itself
+    (``__init__``, ``__subclasshook__``, ...) is listed.
+
+    Args:
+        protocol: The protocol class.
+
+    Returns:
+        ``{name: "method" | "attribute"}`` in declaration order, the protocol's own first.
+    """
+    members: dict[str, str] = {}
+    skip = {"object", "Protocol", "Generic"}
+    for klass in protocol.__mro__:
+        if klass.__name__ in skip and klass.__module__ in ("builtins", "typing", "typing_extensions"):
+            continue
+        own = dict.fromkeys(inspect.get_annotations(klass), "attribute")
+        for name, value in vars(klass).items():
+            function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if isinstance(value, property):
+                own[name] = "attribute"
+            elif inspect.isfunction(function) and function.__qualname__.startswith(f"{klass.__qualname__}."):
+                own[name] = "method"
+        for name, what in own.items():
+            members.setdefault(name, what)  # a derived protocol's declaration wins
+    return members
+
+
+def check_conforms(
+    kind: str, name: str, obj: Any, protocol: type, *, distribution: str | None = None
+) -> None:
+    """Check that ``obj``, built by the ``kind`` entry ``name``, has every member of ``protocol``.
+
+    Structural only (present, and callable where the protocol declares a method), like
+    ``isinstance`` with a ``runtime_checkable`` protocol, but the error lists everything
+    missing at once, in a plugin author's terms.
+
+    Args:
+        kind: Registry kind (``"loss"``), for the message.
+        name: Registered name of the entry (``"ppo"``), for the message.
+        obj: The object the entry built.
+        protocol: The ``typing.Protocol`` class it must implement (members read by
+            :func:`protocol_members`). Receives it as an argument, so this module imports no
+            component package.
+        distribution: Distribution that declares the entry; None looks it up in the
+            registry of ``kind`` (and leaves it out of the message when unknown).
+
+    Raises:
+        PluginError: naming the entry, its distribution, the protocol and every missing
+            member: methods as ``name()``, attributes by name, and methods that are present
+            but not callable.
+    """
+    missing, not_callable = [], []
+    for member, what in protocol_members(protocol).items():
+        try:
+            value = getattr(obj, member)
+        except Exception:  # noqa: BLE001  (a property that fails counts as missing)
+            missing.append(f"{member}()" if what == "method" else member)
+            continue
+        if what == "method" and not callable(value):
+            not_callable.append(member)
+    if not missing and not not_callable:
+        return
+    if distribution is None and kind in REGISTRIES:
+        distribution = REGISTRIES[kind].distribution(name)
+    origin = f" from distribution {distribution!r}" if distribution else ""
+    where = f"{protocol.__module__}.{protocol.__qualname__}"
+    problems = [f"missing {', '.join(missing)}"] if missing else []
+    if not_callable:
+        problems.append(f"not callable: {', '.join(not_callable)}")
+    raise PluginError(
+        f"{kind} {name!r}{origin} built a {type(obj).__name__} that does not implement {where}: "
+        f"{'; '.join(problems)}."
+    )
 
 
 ENVS = Registry("env", "rlplat.envs")

@@ -17,7 +17,7 @@ def rollout(start: int, T: int, B: int) -> TensorDict:
 
 
 def test_rollout_buffer_covers_every_sample_once_per_epoch():
-    buffer = RolloutBuffer(frames_per_batch=12, epochs=2, minibatch_size=4)
+    buffer = RolloutBuffer((4, 3), epochs=2, minibatch_size=4)
     buffer.extend(rollout(0, 4, 3))
     batches = list(buffer.batches())
     assert len(batches) == 6 and all(b.batch_size == torch.Size([4]) for b in batches)
@@ -27,11 +27,11 @@ def test_rollout_buffer_covers_every_sample_once_per_epoch():
 
 def test_rollout_buffer_rejects_minibatch_larger_than_rollout():
     with pytest.raises(ConfigError, match=r"buffer.minibatch_size=99: must be in \[1, 12\]"):
-        RolloutBuffer(frames_per_batch=12, minibatch_size=99)
+        RolloutBuffer((4, 3), minibatch_size=99)
 
 
 def test_replay_starts_after_learning_starts_and_pays_replay_ratio():
-    buffer = ReplayBuffer(frames_per_batch=4, capacity=100, batch_size=3, learning_starts=8, replay_ratio=0.75)
+    buffer = ReplayBuffer((2, 2), capacity=100, batch_size=3, learning_starts=8, replay_ratio=0.75)
     counts = []
     for i in range(4):
         buffer.extend(rollout(2 * i, 2, 2))  # 4 frames each
@@ -41,18 +41,22 @@ def test_replay_starts_after_learning_starts_and_pays_replay_ratio():
 
 
 def test_replay_windows_are_consecutive_steps_of_one_env_across_wraparound():
-    buffer = ReplayBuffer(frames_per_batch=4, capacity=12, batch_size=64, learning_starts=0, sequence_length=3)
+    buffer = ReplayBuffer((2, 2), capacity=12, batch_size=12, learning_starts=0, sequence_length=3)
     for i in range(7):  # 6 rows per env; wraps around after three rollouts
         buffer.extend(rollout(2 * i, 2, 2))
     window = buffer.sample()["x"]  # [N, 3]
-    assert window.shape == (64, 3)
+    assert window.shape == (12, 3)
     steps = window % 100
-    torch.testing.assert_close(steps[:, 1:] - steps[:, :-1], torch.ones(64, 2))  # consecutive
+    torch.testing.assert_close(steps[:, 1:] - steps[:, :-1], torch.ones(12, 2))  # consecutive
     assert (window // 100 == (window[:, :1] // 100)).all()  # one env per window
     assert steps.min() >= 8 and steps.max() <= 13  # only the 6 newest steps per env remain
 
 
-def test_replay_capacity_too_small_for_a_rollout():
-    buffer = ReplayBuffer(frames_per_batch=8, capacity=4, learning_starts=0)
-    with pytest.raises(ConfigError, match="buffer.capacity=4"):
-        buffer.extend(rollout(0, 4, 2))
+def test_replay_capacity_too_small_for_a_rollout_is_found_at_construction():
+    with pytest.raises(ConfigError, match=r"buffer.capacity=4: holds 2 steps per env .*collector.steps_per_env=4"):
+        ReplayBuffer((4, 2), capacity=4, batch_size=2, learning_starts=0)
+
+
+def test_replay_capacity_below_batch_size():
+    with pytest.raises(ConfigError, match="buffer.capacity=100: must be at least buffer.batch_size=256"):
+        ReplayBuffer((1, 1), capacity=100, batch_size=256)

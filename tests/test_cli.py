@@ -111,7 +111,7 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
 
 def compatible_pairs():
     """Every algo preset with every env preset whose action space it can act in."""
-    from rlplat.config import compose_config, yaml_options
+    from rlplat.hydra_ext import compose_config, yaml_options
     from rlplat.registry import ENVS, LOSSES
     from rlplat.trainer import action_spaces
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import TINY, tiny
 
-from rlplat.config import check_command_line, compose_config, group_options, yaml_options
+from rlplat.hydra_ext import compose_config, group_options, route, unroute, yaml_options
 from rlplat.registry import REGISTRIES, ConfigError
 from rlplat.trainer import Trainer
 
@@ -76,13 +76,19 @@ def test_tuned_preset_is_applied_for_its_pair_only():
 )
 def test_unknown_group_option_names_key_value_and_choices(arg, needle):
     with pytest.raises(ConfigError) as error:
-        check_command_line([arg])
+        route([arg])
     assert needle in str(error.value)
 
 
 def test_checked_node_keys_are_routed_to_rlplat_checks():
-    routed = check_command_line(["network.hiden_sizes=[8]", "seed=3", "+x.y=1", "-m", "hydra.verbose=true"])
+    routed = route(["network.hiden_sizes=[8]", "seed=3", "+x.y=1", "-m", "hydra.verbose=true"])
     assert routed == ["++network.hiden_sizes=[8]", "seed=3", "+x.y=1", "-m", "hydra.verbose=true"]
+
+
+def test_unroute_undoes_route_and_nothing_else():
+    typed = ["network.hiden_sizes=[8]", "trainer.total_frames=256", "seed=3", "+x.y=1", "algo=ppo"]
+    assert [unroute(o) for o in route(typed)] == typed
+    assert unroute("++hydra.job.env_set.X='1'") == "++hydra.job.env_set.X='1'"  # a user's own ++ stays
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,18 @@ def pythonpath(*dirs: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(str(d) for d in dirs)}
 
 
+def test_example_plugins_own_conformance_tests_pass_against_the_installed_plugin(site, tmp_path):
+    """The plugin's tests/ (rlplat.testing over point_mass and residual_mlp), run as its
+    author would: pytest in a fresh process that sees the plugin only as installed."""
+    tests = site.parent / "rlplat-example-plugin" / "tests"  # the site fixture's copy: no bytecode lands in the repo
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tests.parent), str(tests)],
+        cwd=tmp_path, env={**os.environ, **pythonpath(site)}, check=False, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
+
+
 def section(output: str, title: str) -> list[list[str]]:
     """The rows (split on whitespace) of the table of rlplat-list's output titled ``title...``."""
     lines = output.splitlines()

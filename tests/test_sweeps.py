@@ -20,7 +20,13 @@ import yaml
 from conftest import TINY, cli
 from mlflow import MlflowClient
 
-from rlplat.multirun import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
+from rlplat.sweep.parent import (
+    JOB_TAG,
+    OVERRIDES_TAG,
+    PARENT_TAG,
+    PRUNED_TAG,
+    SWEEP_TAG,
+)
 
 BIN = Path(sys.executable).parent
 
@@ -239,7 +245,7 @@ def test_ray_launcher_runs_a_sweep_on_a_local_ray_head_with_a_tracking_server(tm
 def test_search_space_grammar_maps_to_optuna_distributions(space, expected):
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from rlplat.optuna_sweeper import distribution
+    from rlplat.sweep.optuna import distribution
 
     found = distribution("x", OverridesParser.create().parse_override(f"x={space}"))
     assert repr(found).replace("0.30000000000000004", "0.3") == expected
@@ -248,8 +254,8 @@ def test_search_space_grammar_maps_to_optuna_distributions(space, expected):
 def test_a_single_value_is_not_a_search_space():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from rlplat.optuna_sweeper import distribution
     from rlplat.registry import ConfigError
+    from rlplat.sweep.optuna import distribution
 
     with pytest.raises(ConfigError, match=r"hydra\.sweeper\.params\.x='0\.1' is a single value"):
         distribution("x", OverridesParser.create().parse_override("x=0.1"))
@@ -293,3 +299,89 @@ def test_concurrent_jobs_create_a_new_sqlite_store_without_errors(tmp_path):
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/new.db")
     runs = client.search_runs([client.get_experiment_by_name("race").experiment_id])
     assert [r.info.status for r in runs] == ["FINISHED"] * 4
+
+
+def test_reporter_reports_to_the_sweepers_trial_and_raises_when_pruned(tmp_path, monkeypatch):
+    """The job's side of pruning, without a sweep: a trial asked in one study object is
+    reached by number through the storage, as a launched job does."""
+    import optuna
+
+    from rlplat.sweep.optuna import (
+        ENV_STORAGE,
+        ENV_STUDY,
+        ENV_TRIAL_NUMBER,
+        PRUNER_ATTR,
+        open_storage,
+    )
+    from rlplat.sweep.reporter import TrialReporter
+
+    spec = str(tmp_path / "optuna.journal")
+    pruner = {"name": "median", "n_startup_trials": 1, "n_warmup_steps": 0, "interval_steps": 1}
+    study = optuna.create_study(study_name="s", storage=open_storage(spec), direction="maximize")
+    study.set_user_attr(PRUNER_ATTR, pruner)
+    monkeypatch.setenv(ENV_STORAGE, spec)
+    monkeypatch.setenv(ENV_STUDY, "s")
+
+    first = study.ask()
+    monkeypatch.setenv(ENV_TRIAL_NUMBER, str(first.number))
+    reporter = TrialReporter.from_environment("eval/return_mean")
+    reporter.on_evaluation({"eval/return_mean": 10.0}, 100)
+    reporter.on_evaluation({"rollout/return_mean": 0.0}, 200)  # no objective: nothing reported
+    study.tell(first, 10.0)
+    assert study.trials[0].intermediate_values == {100: 10.0}
+
+    second = study.ask()
+    monkeypatch.setenv(ENV_TRIAL_NUMBER, str(second.number))
+    reporter = TrialReporter.from_environment("eval/return_mean")
+    assert reporter.number == 1
+    with pytest.raises(optuna.TrialPruned, match="trial 1 pruned at 100 frames") as error:
+        reporter.on_evaluation({"eval/return_mean": 1.0}, 100)  # below the median of trial 0
+    assert reporter.pruned(error.value) and not reporter.pruned(RuntimeError("boom"))
+
+
+def test_no_reporter_outside_an_optuna_sweep(monkeypatch):
+    from rlplat.sweep.optuna import ENV_TRIAL_NUMBER
+    from rlplat.sweep.reporter import TrialReporter
+
+    monkeypatch.delenv(ENV_TRIAL_NUMBER, raising=False)
+    assert TrialReporter.from_environment("eval/return_mean") is None
+
+
+def test_job_outcome_reads_a_failed_job_quietly(capsys):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from rlplat.sweep.optuna import job_outcome
+
+    done, failed = JobReturn(), JobReturn()
+    done.status, done.return_value = JobStatus.COMPLETED, 1.5
+    failed.status, failed.return_value = JobStatus.FAILED, RuntimeError("boom")
+    assert job_outcome(done) == (1.5, None)
+    value, error = job_outcome(failed)
+    assert value is None and str(error) == "boom"
+    assert capsys.readouterr().err == ""
+
+
+def test_importing_the_sweeper_plugin_registers_nothing_until_asked():
+    code = textwrap.dedent(
+        """\
+        from hydra.core.config_store import ConfigStore
+        from hydra.core.plugins import Plugins
+
+        def stored():
+            try:
+                return "rlplat_optuna.yaml" in ConfigStore.instance().list("hydra/sweeper")
+            except OSError:  # no sweeper stored at all
+                return False
+
+        import hydra_plugins.rlplat_optuna_sweeper
+        assert not stored()
+        from rlplat.sweep.plugins import register_sweeper
+        register_sweeper()
+        register_sweeper()
+        assert stored()
+        names = Plugins.instance().class_name_to_class
+        assert "hydra_plugins.rlplat_optuna_sweeper.RlplatOptunaSweeper" in names
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

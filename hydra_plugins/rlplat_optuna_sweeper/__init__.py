@@ -1,25 +1,24 @@
 """rlplat's Optuna sweeper as a Hydra plugin: ``hydra/sweeper=rlplat_optuna``.
 
-Hydra imports every module of the ``hydra_plugins`` namespace package at start-up, so this
-one stays light: the work is in ``rlplat/optuna_sweeper.py``, and Optuna itself is imported
-only when a sweep runs.
+Hydra instantiates sweepers only from the ``hydra_plugins`` package, so the class lives
+here; the work is in :mod:`rlplat.sweep.optuna`. Importing this module registers nothing:
+:func:`rlplat.sweep.plugins.register_sweeper` registers the class and its config node.
+Optuna itself is imported only when a sweep runs.
 """
 
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig
 
-from rlplat.optuna_sweeper import OptunaSearch, RlplatOptunaSweeperConf
-
-ConfigStore.instance().store(
-    group="hydra/sweeper", name="rlplat_optuna", node=RlplatOptunaSweeperConf, provider="rlplat"
-)
+from rlplat.sweep.optuna import OptunaSearch
 
 
 class RlplatOptunaSweeper(Sweeper):
-    """Hydra Sweeper: Optuna search with pruning; see :mod:`rlplat.optuna_sweeper`."""
+    """Hydra Sweeper: Optuna search with pruning; see :mod:`rlplat.sweep.optuna`.
+
+    Args: the fields of :class:`rlplat.sweep.optuna.RlplatOptunaSweeperConf`, as keywords.
+    """
 
     def __init__(self, **conf: Any) -> None:
         self.search = OptunaSearch(**conf)

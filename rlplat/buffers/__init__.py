@@ -1,6 +1,5 @@
 """Buffers: hold collected data and hand the trainer its minibatches."""
 
-from rlplat.buffers import replay, rollout  # noqa: F401  (registers the built-in entries)
 from rlplat.buffers.replay import ReplayBuffer
 from rlplat.buffers.rollout import RolloutBuffer
 

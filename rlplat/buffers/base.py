@@ -25,20 +25,20 @@ from tensordict import TensorDict
 
 
 class BufferFactory(Protocol):
-    """A buffer entry: ``frames_per_batch`` from rlplat, by keyword, plus the YAML keys.
+    """A buffer entry: the rollout's shape from rlplat, by keyword, plus the YAML keys.
 
-    rlplat supplies ``frames_per_batch``, the frames per rollout ``T * B`` of the
-    collector (reserved: not settable from YAML); the ``buffer`` YAML node supplies every
-    other keyword argument (``epochs``, ``minibatch_size``, ``capacity``, ...), checked
-    against the signature.
+    rlplat supplies ``rollout_shape``, the collector's ``(T, B)`` (every rollout has that
+    batch size, so ``T * B`` frames; reserved: not settable from YAML); the ``buffer`` YAML
+    node supplies every other keyword argument (``epochs``, ``minibatch_size``,
+    ``capacity``, ...), checked against the signature.
 
     Raises:
-        ConfigError: for a bad YAML value or one inconsistent with ``frames_per_batch``
-            (e.g. a minibatch larger than a rollout), naming ``buffer.<key>`` and the fix.
+        ConfigError: for a bad YAML value or one inconsistent with the rollout (e.g. a
+            minibatch larger than a rollout), naming ``buffer.<key>`` and the fix.
     """
 
-    def __call__(self, *, frames_per_batch: int, **kwargs: Any) -> Buffer:
-        """Build the buffer (storage may be allocated lazily at the first :meth:`Buffer.extend`)."""
+    def __call__(self, *, rollout_shape: tuple[int, int], **kwargs: Any) -> Buffer:
+        """Build the buffer (storage may be allocated here, or at the first :meth:`Buffer.extend`)."""
         ...
 
 
@@ -49,7 +49,16 @@ class Buffer(Protocol):
     Data is stored with every key the rollout carries (including those the loss's
     ``preprocess`` added: ``state_value``, ``advantage``, ``value_target``, ...), with their
     per-sample shapes and dtypes unchanged (see :mod:`rlplat.collectors.base`).
+
+    Attributes:
+        on_policy: True when it serves only the latest rollout (for on-policy losses);
+            False when it replays older data. rlplat pairs it with the loss's ``on_policy``.
+        sequence_length: Steps per sample: 1 for batches ``[N]``, L > 1 for windows
+            ``[N, L]``; rlplat checks it equals the loss's ``sequence_length``.
     """
+
+    on_policy: bool
+    sequence_length: int
 
     def extend(self, rollout: TensorDict) -> None:
         """Add one rollout.

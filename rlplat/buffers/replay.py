@@ -7,10 +7,9 @@ from collections.abc import Iterator
 import torch
 from tensordict import TensorDict
 
-from rlplat.registry import BUFFERS, ConfigError
+from rlplat.registry import ConfigError
 
 
-@BUFFERS.register("replay")
 class ReplayBuffer:
     """Circular storage ``[capacity // B, B]`` of transitions, sampled uniformly.
 
@@ -21,20 +20,28 @@ class ReplayBuffer:
     ``replay_ratio * F`` gradient updates (fractions carry over).
 
     Args:
-        frames_per_batch: Frames per rollout (supplied by the trainer).
+        rollout_shape: ``(T, B)`` of the collector's rollouts (supplied by rlplat).
         capacity: Transitions kept, in frames; the oldest are overwritten.
         batch_size: Samples per gradient update N.
         learning_starts: Frames collected before the first update.
         replay_ratio: Gradient updates per collected frame.
         sequence_length: Steps per sample; 1 gives batches ``[N]``, L > 1 gives ``[N, L]``.
 
+    Attributes:
+        on_policy: False: samples come from every stored rollout.
+        sequence_length: Steps per sample (the loss's ``sequence_length`` must match).
+
     Raises:
-        ConfigError: for non-positive sizes or a negative ratio.
+        ConfigError: for non-positive sizes, a negative ratio, or a capacity that cannot hold
+            a rollout, a sequence or a batch.
     """
+
+    on_policy = False
 
     def __init__(
         self,
-        frames_per_batch: int,
+        rollout_shape: tuple[int, int],
+        *,
         capacity: int = 1_000_000,
         batch_size: int = 256,
         learning_starts: int = 1000,
@@ -48,6 +55,15 @@ class ReplayBuffer:
             raise ConfigError(f"buffer.learning_starts={learning_starts}: must be >= 0 frames")
         if replay_ratio <= 0:
             raise ConfigError(f"buffer.replay_ratio={replay_ratio}: must be > 0 updates per frame")
+        steps, num_envs = rollout_shape
+        if capacity < batch_size:
+            raise ConfigError(f"buffer.capacity={capacity}: must be at least buffer.batch_size={batch_size}")
+        if capacity // num_envs < max(steps, sequence_length):
+            raise ConfigError(
+                f"buffer.capacity={capacity}: holds {capacity // num_envs} steps per env over "
+                f"collector.num_envs={num_envs}, fewer than a rollout (collector.steps_per_env={steps}) "
+                f"or a sequence (buffer.sequence_length={sequence_length})"
+            )
         self.capacity = capacity
         self.batch_size = batch_size
         self.learning_starts = learning_starts
@@ -64,11 +80,6 @@ class ReplayBuffer:
         T, B = rollout.batch_size
         if self._storage is None:
             length = self.capacity // B
-            if length < max(T, self.sequence_length):
-                raise ConfigError(
-                    f"buffer.capacity={self.capacity}: holds {length} steps per env, fewer than a "
-                    f"rollout ({T}) or a sequence ({self.sequence_length})"
-                )
             self._storage = rollout[0].expand(length, B).clone().zero_()
         length = self._storage.batch_size[0]
         rows = (self._head + torch.arange(T)) % length

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 import torch
 from tensordict import TensorDict
 
-from rlplat.registry import BUFFERS, ConfigError
+from rlplat.registry import ConfigError
 
 
-@BUFFERS.register("rollout")
 class RolloutBuffer:
     """Holds one rollout ``[T, B]`` flattened to ``[T * B]`` and yields minibatch epochs.
 
@@ -19,15 +18,23 @@ class RolloutBuffer:
     when ``T * B`` is not a multiple), as PPO's epochs of minibatch SGD.
 
     Args:
-        frames_per_batch: Frames per rollout ``T * B`` (supplied by the trainer).
+        rollout_shape: ``(T, B)`` of the collector's rollouts (supplied by rlplat).
         epochs: Passes over each rollout.
         minibatch_size: Samples per gradient update.
+
+    Attributes:
+        on_policy: True: serves only the latest rollout.
+        sequence_length: 1: samples are single transitions.
 
     Raises:
         ConfigError: if ``epochs`` < 1 or ``minibatch_size`` is not in ``[1, T * B]``.
     """
 
-    def __init__(self, frames_per_batch: int, epochs: int = 10, minibatch_size: int = 64) -> None:
+    on_policy = True
+    sequence_length = 1
+
+    def __init__(self, rollout_shape: tuple[int, int], *, epochs: int = 10, minibatch_size: int = 64) -> None:
+        frames_per_batch = rollout_shape[0] * rollout_shape[1]
         if epochs < 1:
             raise ConfigError(f"buffer.epochs={epochs}: must be at least 1")
         if not 1 <= minibatch_size <= frames_per_batch:

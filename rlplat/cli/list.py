@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rlplat.config import GROUPS, PRESET_GROUPS, sweep_files
+from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, sweep_files
 from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, unknown_name_message
 
 PIPE_WIDTH = 10_000
@@ -140,6 +140,24 @@ def show(console: Console, title: str, rows: Table, style: str = "bold") -> None
     console.print(Text(title, style=style), rows, "", sep="\n")
 
 
+def show_entries(console: Console, kind: str) -> list[Failure]:
+    """Print the entries of registry ``kind`` (each plugin imported); returns the ones that failed."""
+    registry = REGISTRIES[kind]
+    group = GROUPS.get(kind)
+    how = f"  ({group}=<name>)" if group else ""
+    entries = table("name", "distribution", "description")
+    failures = []
+    for entry in registry.entries():
+        if entry.error is None:
+            entries.add_row(entry.name, entry.distribution, summary(entry.target))
+        else:
+            entries.add_row(entry.name, entry.distribution, Text("failed to load (see below)", style="red"))
+            reason = short_reason(kind, entry.name, entry.distribution, entry.error)
+            failures.append(Failure(kind, entry.name, entry.distribution, reason))
+    show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries)
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-list``; returns (and exits with) the status.
 
@@ -173,18 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     # markup off: names, docstrings and errors contain [brackets]
     console = Console(markup=False) if sys.stdout.isatty() else Console(width=PIPE_WIDTH, markup=False)
     for kind in kinds:
-        registry = REGISTRIES[kind]
-        group = GROUPS.get(kind)
-        how = f"  ({group}=<name>)" if group else ""
-        entries = table("name", "distribution", "description")
-        for entry in registry.entries():
-            if entry.error is None:
-                entries.add_row(entry.name, entry.distribution, summary(entry.target))
-            else:
-                entries.add_row(entry.name, entry.distribution, Text("failed to load (see below)", style="red"))
-                reason = short_reason(kind, entry.name, entry.distribution, entry.error)
-                failures.append(Failure(kind, entry.name, entry.distribution, reason))
-        show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries)
+        failures.extend(show_entries(console, kind))
 
     for group in shown_groups:
         found = groups.get(group, [])

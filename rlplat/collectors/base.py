@@ -109,11 +109,13 @@ class Collector(Protocol):
     Attributes:
         frames: Frames collected so far (env steps summed over envs); advanced by
             ``frames_per_batch`` per yielded rollout.
-        frames_per_batch: Frames per rollout, ``T * B``; fixed at construction (buffers
-            size themselves from it).
+        rollout_shape: ``(T, B)``, the batch size of every rollout; fixed at construction
+            (rlplat sizes the buffer from it).
+        frames_per_batch: Frames per rollout, ``T * B``.
     """
 
     frames: int
+    rollout_shape: tuple[int, int]
     frames_per_batch: int
 
     def __iter__(self) -> Iterator[TensorDict]:

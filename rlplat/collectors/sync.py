@@ -60,6 +60,7 @@ class SyncCollector:
         self.total_frames = int(total_frames)
         self.device = device
         self.seed = seed
+        self.rollout_shape = (steps_per_env, num_envs)
         self.frames_per_batch = num_envs * steps_per_env
         self.frames = 0
         self._storage = self._allocate(steps_per_env, num_envs)

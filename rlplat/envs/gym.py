@@ -6,10 +6,9 @@ from typing import Any
 
 import gymnasium
 
-from rlplat.registry import ENVS, ConfigError
+from rlplat.registry import ConfigError
 
 
-@ENVS.register("gym")
 def make_gym(
     id: str, max_episode_steps: int | None = None, kwargs: dict[str, Any] | None = None
 ) -> gymnasium.Env:

@@ -27,5 +27,6 @@ def register_hydra_plugins(*plugins: type[Plugin]) -> None:
         ValueError: (Hydra's) for a class that is not a concrete Hydra plugin.
     """
     registry = Plugins.instance()
-    for plugin in (RlplatPluginSearchPath, *plugins):
+    classes: tuple[type[Plugin], ...] = (RlplatPluginSearchPath, *plugins)
+    for plugin in classes:
         registry.register(plugin)

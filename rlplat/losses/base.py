@@ -1,44 +1,139 @@
-"""The loss interface the trainer drives."""
+"""What a loss entry implements (entry-point group ``rlplat.losses``): an algorithm as the
+trainer drives it.
+
+A loss builds the networks it needs from the configured torso, owns no optimizer and
+computes no rollout. The trainer's loop, for every algorithm::
+
+    for rollout in collector:                  # [T, B]
+        rollout = loss.preprocess(rollout)      # e.g. GAE; nothing for off-policy losses
+        buffer.extend(rollout)
+        for batch in buffer.batches():          # [N], or [N, L] windows
+            losses = loss(batch)                # TensorDict of loss_* terms + diagnostics
+            sum(loss_* terms).backward(); step one optimizer per param group
+            loss.after_update()                 # e.g. target networks
+
+* :class:`LossFactory`: what the entry point names; which arguments rlplat supplies.
+* :class:`Loss`: what the built loss provides to the trainer, the collector and the checkpoint.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
 
+import gymnasium
 from tensordict import TensorDict
 from torch import nn
 
-from rlplat.collectors.sync import Policy
+from rlplat.collectors.base import Policy
+from rlplat.networks.base import NetworkFactory
 
 
+class LossFactory(Protocol):
+    """A loss entry: ``(observation_space, action_space, network, **yaml_kwargs) -> Loss``.
+
+    rlplat supplies the first three arguments, positionally:
+
+    * ``observation_space``: the env's single observation space (a ``Box``);
+    * ``action_space``: the env's single action space, ``Box`` or ``Discrete``; a loss
+      that acts in only some declares them in a class attribute ``action_spaces`` (a tuple
+      of space types, read before construction; default both), so a bad pairing such as
+      ``algo=dqn env=pendulum`` fails with a message listing the losses that fit;
+    * ``network``: a :data:`rlplat.networks.base.NetworkFactory`, the configured torso:
+      ``network(out_features)`` for observations, ``network(out_features, space)`` for
+      another input space (e.g. a critic's state-action space); call it once per torso.
+
+    The ``loss`` YAML node supplies every other keyword argument (``gamma``, coefficients,
+    ``features`` ...), checked against the signature.
+
+    Raises:
+        ConfigError: for a bad YAML value, naming ``loss.<key>``.
+    """
+
+    def __call__(
+        self,
+        observation_space: gymnasium.Space,
+        action_space: gymnasium.Space,
+        network: NetworkFactory,
+        /,
+        **kwargs: Any,
+    ) -> Loss:
+        """Build the loss and the networks it owns (on the CPU; rlplat moves it with ``.to``)."""
+        ...
+
+
+@runtime_checkable
 class Loss(Protocol):
-    """An algorithm as the trainer sees it.
+    """An algorithm as the trainer sees it (usually an ``nn.Module``).
 
-    A loss is built with ``(observation_space, action_space, network)`` supplied by rlplat
-    and its YAML keys; it builds the networks it needs and owns no optimizer.
+    Key names follow :mod:`rlplat.keys`; the rollout's keys, shapes and dtypes are listed in
+    :mod:`rlplat.collectors.base`.
 
     Attributes:
-        policy: The module the collector and evaluation act with.
+        policy: The :class:`rlplat.collectors.base.Policy` the collector and evaluation act
+            with; its parameters are among the loss's.
+        on_policy: True when the loss learns only from the latest rollout (it needs a buffer
+            that serves that, e.g. ``rollout``); False when it learns from replayed data.
+        sequence_length: Steps per sample: 1 for single transitions ``[N]``, L > 1 for
+            windows ``[N, L]`` of consecutive steps (e.g. n-step returns); the buffer's
+            ``sequence_length`` must match.
     """
 
     policy: Policy
+    on_policy: bool
+    sequence_length: int
 
     def preprocess(self, rollout: TensorDict) -> TensorDict:
-        """Add what the loss needs to a ``[T, B]`` rollout (e.g. GAE); may return it as is."""
+        """Add what the loss needs to a fresh rollout, once, before it is buffered.
+
+        Args:
+            rollout: ``[T, B]`` rollout from the collector, without gradients.
+
+        Returns:
+            The rollout (batch size ``[T, B]``, every input key kept), with added keys such
+            as ``state_value`` ``[T, B, 1]``, ``advantage`` ``[T, B, 1]`` and
+            ``value_target`` ``[T, B, 1]`` float32 (GAE); may be returned unchanged
+            (off-policy losses compute targets from sampled batches).
+        """
         ...
 
     def __call__(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` batch -> TensorDict of scalar ``loss_*`` terms plus detached diagnostics."""
+        """The loss terms of one minibatch, with gradients.
+
+        Args:
+            batch: ``[N]`` samples from the buffer, or ``[N, L]`` windows when
+                ``sequence_length`` is L > 1, with the keys the rollout and ``preprocess``
+                gave it.
+
+        Returns:
+            A TensorDict with batch size ``[]``: scalar (0-dim) float ``loss_<term>`` tensors,
+            which the trainer sums and back-propagates (logged as ``loss/<term>``), and
+            scalar diagnostics without gradients (e.g. ``entropy``, ``approx_kl``; logged
+            as ``train/<key>``). New keys need no trainer change.
+        """
         ...
 
     def after_update(self) -> None:
-        """Called after every optimizer step: target-network updates and the like."""
+        """Called after every optimizer step: target-network updates, update counters."""
         ...
 
     def parameters(self) -> Iterator[nn.Parameter]:
-        """Every trainable parameter; the trainer's optimizer steps them."""
+        """Every parameter the loss owns (``nn.Module.parameters``); target networks' take no
+        gradient (``requires_grad=False``)."""
         ...
 
-    def state_dict(self) -> dict[str, Any]:
-        """Network weights (and any other state) for the checkpoint."""
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """The named parameter groups, each stepped by its own optimizer.
+
+        Returns:
+            ``{group: parameters}`` with names such as ``actor``, ``critic``, ``q``,
+            ``temperature``; every trainable parameter of :meth:`parameters` is in exactly
+            one group (a shared torso in one of them). The YAML node ``optim.<group>`` sets
+            that group's optimizer and gradient clip; groups without one share the default.
+        """
+        ...
+
+    def state_dict(self) -> Mapping[str, Any]:
+        """Network weights and any other state (exploration counters, adaptive
+        coefficients) for the checkpoint, ``torch.save``-able."""
         ...

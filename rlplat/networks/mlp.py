@@ -9,12 +9,11 @@ import gymnasium
 import numpy as np
 from torch import Tensor, nn
 
-from rlplat.registry import NETWORKS, ConfigError
+from rlplat.registry import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
 
 
-@NETWORKS.register("mlp")
 class MLP(nn.Module):
     """Flatten the observation, then Linear + activation layers up to ``out_features``.
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlplat.registry import TRANSFORMS, ConfigError
+from rlplat.registry import ConfigError
 from rlplat.transforms.base import Transform
 
 
@@ -38,7 +38,6 @@ class RunningMeanStd(torch.nn.Module):
         self.count.copy_(total)
 
 
-@TRANSFORMS.register("obs_norm")
 class ObservationNorm(Transform):
     """Normalise observations by a running mean and std, then clip.
 
@@ -78,7 +77,6 @@ class ObservationNorm(Transform):
         return normalised.clamp_(-self.clip, self.clip)
 
 
-@TRANSFORMS.register("reward_scale")
 class RewardScale(Transform):
     """Divide rewards by the running std of the discounted return (Engstrom et al. 2020).
 

@@ -1,4 +1,4 @@
-"""An Optuna sweeper for Hydra that prunes: RL-Zoo-style hyperparameter search over rlplat runs.
+"""An Optuna search for Hydra that prunes: RL-Zoo-style hyperparameter search over rlplat runs.
 
 Select it with ``hydra/sweeper=rlplat_optuna`` (the Optuna sweeps in sweeps/ do)::
 
@@ -7,15 +7,17 @@ Select it with ``hydra/sweeper=rlplat_optuna`` (the Optuna sweeps in sweeps/ do)
 The sweeper asks Optuna (current versions; hydra-optuna-sweeper pins optuna<3) for
 ``n_jobs`` trials at a time, launches them through whatever Hydra launcher is configured
 (in-process, joblib, Ray, Slurm), and tells Optuna each result: the job's return value
-(``trainer.objective``), PRUNED, or FAIL.
+(``trainer.objective``), PRUNED, or FAIL. The Sweeper class Hydra instantiates lives in
+``hydra_plugins/rlplat_optuna_sweeper`` and delegates to :class:`OptunaSearch`.
 
-Pruning happens inside the job: after each evaluation the trainer reports ``trainer.objective``
-as the trial's intermediate value, at step = frames, and the job stops early when the study's
-pruner says so (median or successive halving). The job reaches the study through
-the study's storage, named to it by environment variables that the sweeper sets with
-``hydra.job.env_set``, so this works in any launcher whose workers see the storage (by
-default a journal file in the sweep directory; give ``storage`` an RDB URL for workers on
-other machines). A pruned job's MLflow run ends KILLED with tag ``rlplat.pruned=true``.
+Pruning happens inside the job (:mod:`rlplat.sweep.reporter`): after each evaluation the
+trainer reports ``trainer.objective`` as the trial's intermediate value, at step = frames,
+and the job stops early when the study's pruner says so (median or successive halving).
+The job reaches the study through its storage, named to it by environment variables that
+the sweeper sets with ``hydra.job.env_set``, so this works in any launcher whose workers see
+the storage (by default a journal file in the sweep directory; give ``storage`` an RDB URL
+for workers on other machines). A pruned job's MLflow run ends KILLED with tag
+``rlplat.pruned=true``.
 
 Search space (``hydra.sweeper.params``), in Hydra's override grammar:
 
@@ -32,9 +34,10 @@ Framework" (KDD 2019); Bergstra et al., "Algorithms for Hyper-Parameter Optimiza
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,16 +51,17 @@ from hydra.core.override_parser.types import (
     RangeSweep,
 )
 from hydra.core.plugins import Plugins
-from hydra.core.utils import JobStatus
+from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
+from rlplat.hydra_ext.overrides import env_set_override, route
 from rlplat.registry import ConfigError, closest
+from rlplat.sweep.runs import log_to_active_parent
 
 log = logging.getLogger(__name__)
 
 ENV_STORAGE = "RLPLAT_OPTUNA_STORAGE"  # the study's storage: an RDB URL or a journal file path
 ENV_STUDY = "RLPLAT_OPTUNA_STUDY"  # the study's name
-ENV_TRIAL_ID = "RLPLAT_OPTUNA_TRIAL_ID"  # the trial's id in the storage
 ENV_TRIAL_NUMBER = "RLPLAT_OPTUNA_TRIAL"  # the trial's number in the study
 PRUNER_ATTR = "rlplat.pruner"  # study user attribute: the pruner config, so jobs build the same
 SAMPLERS = ("tpe", "random")
@@ -101,7 +105,7 @@ class RlplatOptunaSweeperConf:
 
 
 def make_sampler(conf: dict[str, Any]) -> Any:
-    """An Optuna sampler from a ``hydra.sweeper.sampler`` mapping.
+    """An Optuna sampler from a ``hydra.sweeper.sampler`` mapping (see :class:`SamplerConf`).
 
     Raises:
         ConfigError: for an unknown sampler name.
@@ -116,7 +120,7 @@ def make_sampler(conf: dict[str, Any]) -> Any:
 
 
 def make_pruner(conf: dict[str, Any]) -> Any:
-    """An Optuna pruner from a ``hydra.sweeper.pruner`` mapping (steps are frames).
+    """An Optuna pruner from a ``hydra.sweeper.pruner`` mapping (see :class:`PrunerConf`; steps are frames).
 
     Raises:
         ConfigError: for an unknown pruner name.
@@ -152,21 +156,23 @@ def open_storage(spec: str) -> Any:
 def distribution(key: str, override: Override) -> Any:
     """The Optuna distribution for one search-space entry.
 
+    Args:
+        key: The config key searched over, for messages.
+        override: ``key=<space>`` parsed by Hydra's override parser.
+
     Raises:
         ConfigError: when the entry is a single value, not a search space.
     """
     import optuna.distributions as d
 
     value = override.value()
-    where = f"hydra.sweeper.params.{key}"
     if isinstance(value, IntervalSweep):
         log_scale = "log" in value.tags
         if isinstance(value.start, int) and isinstance(value.end, int):
             return d.IntDistribution(value.start, value.end, log=log_scale)
         return d.FloatDistribution(float(value.start), float(value.end), log=log_scale)
-    if isinstance(value, RangeSweep):  # Hydra's range excludes stop
-        assert value.start is not None and value.stop is not None
-        count = math.ceil(round((value.stop - value.start) / value.step, 9))
+    if isinstance(value, RangeSweep) and value.start is not None and value.stop is not None:
+        count = math.ceil(round((value.stop - value.start) / value.step, 9))  # Hydra's range excludes stop
         if all(isinstance(x, int) for x in (value.start, value.stop, value.step)):
             return d.IntDistribution(value.start, value.start + (count - 1) * value.step, step=value.step)
         last = round(value.start + (count - 1) * value.step, 12)
@@ -174,26 +180,43 @@ def distribution(key: str, override: Override) -> Any:
     if isinstance(value, ChoiceSweep):
         return d.CategoricalDistribution(value.list)
     raise ConfigError(
-        f"{where}={override.input_line.split('=', 1)[1]!r} is a single value, not a search space: use "
-        "interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a, b) or choice(a, b, ...)"
+        f"hydra.sweeper.params.{key}={override.input_line.split('=', 1)[1]!r} is a single value, not a search "
+        "space: use interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a, b) or choice(a, b, ...)"
     )
 
 
-def env_set(name: str, value: object) -> str:
-    """A Hydra override that sets environment variable ``name`` for a job."""
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"++hydra.job.env_set.{name}='{text}'"
+def job_outcome(ret: JobReturn) -> tuple[Any, Exception | None]:
+    """A launched job's return value, or the exception it raised.
+
+    Uses Hydra's public ``JobReturn.return_value``, which re-raises a failed job's exception
+    after writing "Error executing job with overrides ..." to stderr; that line is kept out
+    of the output, since the sweeper reports failures itself and a pruned trial is no error.
+
+    Returns:
+        ``(value, None)`` for a completed job, ``(None, exception)`` for a failed one.
+    """
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return ret.return_value, None
+    except Exception as error:  # noqa: BLE001  (whatever the job raised is the trial's outcome)
+        return None, error
+
+
+def _config_dict(node: DictConfig | dict[str, Any] | None) -> dict[str, Any]:
+    """A plain, resolved dict from a config node (empty for None)."""
+    return OmegaConf.to_container(OmegaConf.create(node), resolve=True) if node else {}  # type: ignore[return-value]
 
 
 class OptunaSearch:
     """The work of Hydra's ``rlplat_optuna`` sweeper: Optuna ask-and-tell over batches of
     launched jobs, with pruning. (The Sweeper class itself must live in ``hydra_plugins``.)
 
-    Args: the fields of :class:`RlplatOptunaSweeperConf`.
+    Args: the fields of :class:`RlplatOptunaSweeperConf`, as keywords.
     """
 
     def __init__(
         self,
+        *,
         direction: str,
         study_name: str | None,
         storage: str | None,
@@ -208,19 +231,20 @@ class OptunaSearch:
         self.storage = storage
         self.n_trials = n_trials
         self.n_jobs = n_jobs
-        self.sampler_conf = OmegaConf.to_container(OmegaConf.create(sampler), resolve=True)
-        self.pruner_conf = OmegaConf.to_container(OmegaConf.create(pruner), resolve=True)
-        self.params = OmegaConf.to_container(OmegaConf.create(params), resolve=True) if params else {}
+        self.sampler_conf = _config_dict(sampler)
+        self.pruner_conf = _config_dict(pruner)
+        self.params = _config_dict(params)
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        """Hydra's ``Sweeper.setup``: keep the composed config, build the configured launcher."""
         self.config = config
-        self.hydra_context = hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
 
-    def _check(self) -> None:
+    def _check(self, config: DictConfig) -> None:
+        """Check direction, counts, and that every ``params`` key exists in ``config``."""
         if self.direction not in ("maximize", "minimize"):
             raise ConfigError(f"hydra.sweeper.direction={self.direction!r}: valid: maximize, minimize")
         for key, value in (("n_trials", self.n_trials), ("n_jobs", self.n_jobs)):
@@ -230,17 +254,21 @@ class OptunaSearch:
             raise ConfigError("hydra.sweeper.params is empty: give at least one key -> search space")
         for key in self.params:
             parent, _, leaf = key.rpartition(".")
-            node = OmegaConf.select(self.config, parent) if parent else self.config
+            node = OmegaConf.select(config, parent) if parent else config
             if not isinstance(node, DictConfig) or leaf not in node:
-                valid = list(node.keys()) if isinstance(node, DictConfig) else []
+                valid = [str(k) for k in node] if isinstance(node, DictConfig) else []
                 message = f"hydra.sweeper.params.{key}: the config has no key {key!r}."
-                suggestion = closest(leaf, [str(k) for k in valid])
+                suggestion = closest(leaf, valid)
                 if suggestion is not None:
                     message += f" Did you mean {(parent + '.' if parent else '') + suggestion!r}?"
                 raise ConfigError(message)
 
-    def prepare(self, arguments: list[str]) -> tuple[dict[str, Any], list[str], Any, Any]:
-        """Check the sweeper's config against the composed config ``self.config``.
+    def prepare(self, arguments: list[str], config: DictConfig) -> tuple[dict[str, Any], list[str], Any, Any]:
+        """Check the sweeper's config against the composed ``config``; build what a sweep needs.
+
+        Args:
+            arguments: The sweep's overrides (``hydra.overrides.task``).
+            config: The composed config, with its ``hydra`` node.
 
         Returns:
             The search space (key -> distribution), the fixed overrides, the sampler and the pruner.
@@ -248,7 +276,7 @@ class OptunaSearch:
         Raises:
             ConfigError: naming the ``hydra.sweeper`` key at fault and what is valid.
         """
-        self._check()
+        self._check(config)
         space, fixed = self._search_space(arguments)
         return space, fixed, make_sampler(self.sampler_conf), make_pruner(self.pruner_conf)
 
@@ -261,89 +289,93 @@ class OptunaSearch:
         fixed = []
         for override in parser.parse_overrides(arguments):
             if override.is_sweep_override():
-                space[override.get_key_element().lstrip("+")] = distribution(override.get_key_element(), override)
+                space[override.key_or_group] = distribution(override.key_or_group, override)
             else:
                 fixed.append(override.input_line)
         return space, fixed
 
-    def sweep(self, arguments: list[str]) -> Any:
-        import optuna
+    def sweep(self, arguments: list[str]) -> dict[str, Any]:
+        """Hydra's ``Sweeper.sweep``: run ``n_trials`` trials, ``n_jobs`` at a time.
 
-        from rlplat.config import check_command_line
+        Returns:
+            The results written to ``<sweep dir>/optimization_results.yaml``.
 
+        Raises:
+            SystemExit: (2) for a bad sweeper config, after one ``rlplat-train: error:`` line.
+            RuntimeError: when no trial completed.
+        """
         try:
-            space, fixed, sampler, pruner = self.prepare(list(arguments))
+            space, fixed, sampler, pruner = self.prepare(list(arguments), self.config)
         except ConfigError as error:  # checked before anything is recorded, unless the callback is off
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)
+        study, storage_spec = self._open_study(sampler, pruner)
+        launched = 0
+        while launched < self.n_trials:
+            trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - launched))]
+            batch = [self._job_overrides(fixed, trial, storage_spec, study.study_name) for trial in trials]
+            returns = self.launcher.launch(batch, initial_job_idx=launched)
+            for trial, ret in zip(trials, returns):
+                self._tell(study, trial, ret)
+            launched += len(trials)
+        return self._finish(study)
+
+    def _open_study(self, sampler: Any, pruner: Any) -> tuple[Any, str]:
+        """Create (or load) the study in its storage; returns it and the storage's spec."""
+        import optuna
 
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         storage_spec = self.storage or str((self.sweep_dir / "optuna.journal").resolve())
         study_name = self.study_name or self.sweep_dir.name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
-            study_name=study_name,
-            storage=open_storage(storage_spec),
-            sampler=sampler,
-            pruner=pruner,
-            direction=self.direction,
-            load_if_exists=True,
+            study_name=study_name, storage=open_storage(storage_spec), sampler=sampler, pruner=pruner,
+            direction=self.direction, load_if_exists=True,
         )
         study.set_user_attr(PRUNER_ATTR, self.pruner_conf)
         log.info(f"Optuna study {study_name!r} in {storage_spec}: {self.n_trials} trials, {self.n_jobs} at once")
-
-        launched = 0
-        while launched < self.n_trials:
-            trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - launched))]
-            batch = []
-            for trial in trials:
-                chosen = [f"{key}={value}" for key, value in trial.params.items()]
-                batch.append(
-                    [
-                        *check_command_line([*fixed, *chosen]),
-                        env_set(ENV_STORAGE, storage_spec),
-                        env_set(ENV_STUDY, study_name),
-                        env_set(ENV_TRIAL_ID, trial._trial_id),  # Optuna exposes no public id
-                        env_set(ENV_TRIAL_NUMBER, trial.number),
-                    ]
-                )
-            returns = self.launcher.launch(batch, initial_job_idx=launched)
-            for trial, ret in zip(trials, returns):
-                self._tell(study, trial, ret)
-            launched += len(trials)
-
-        return self._finish(study)
+        return study, storage_spec
 
     @staticmethod
-    def _tell(study: Any, trial: Any, ret: Any) -> None:
+    def _job_overrides(fixed: list[str], trial: Any, storage_spec: str, study_name: str) -> list[str]:
+        """One trial's job: the fixed overrides, the trial's params, and where its study is."""
+        chosen = [f"{key}={value}" for key, value in trial.params.items()]
+        return [
+            *route([*fixed, *chosen]),
+            env_set_override(ENV_STORAGE, storage_spec),
+            env_set_override(ENV_STUDY, study_name),
+            env_set_override(ENV_TRIAL_NUMBER, trial.number),
+        ]
+
+    @staticmethod
+    def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
+        """Tell the study a job's outcome: its value, PRUNED, or FAIL (logged)."""
         import optuna
 
-        if ret.status == JobStatus.COMPLETED:
-            study.tell(trial, float(ret.return_value))
-        elif isinstance(ret._return_value, optuna.TrialPruned):  # the job's own exception
+        value, error = job_outcome(ret)
+        if error is None:
+            study.tell(trial, float(value))
+        elif isinstance(error, optuna.TrialPruned):  # the job's own exception
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
-            error = ret._return_value
             log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _finish(self, study: Any) -> dict[str, Any]:
+        """Print and save the best trial, and log it on the sweep's parent run."""
         import optuna
         from rich.console import Console
 
-        from rlplat.multirun import log_to_active_parent
-
         states = [t.state for t in study.trials]
         counts = {s.name: states.count(s) for s in optuna.trial.TrialState if states.count(s)}
-        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        console = Console(soft_wrap=True)
         summary = ", ".join(f"{n} {name.lower()}" for name, n in counts.items())
-        if not complete:
+        if not any(s == optuna.trial.TrialState.COMPLETE for s in states):
             raise RuntimeError(f"Optuna study {study.study_name!r}: no trial completed ({summary})")
         best = study.best_trial
         results = {"best_value": best.value, "best_params": best.params, "best_trial": best.number,
                    "trials": counts}
         OmegaConf.save(OmegaConf.create(results), self.sweep_dir / "optimization_results.yaml")
+        console = Console(soft_wrap=True)
         console.print(f"[bold]Optuna[/bold]: {len(study.trials)} trials ({summary})")
         console.print(f"best trial {best.number}: {self.direction} objective = {best.value:.2f}")
         for key, value in best.params.items():
@@ -361,66 +393,14 @@ def check_sweeper(config: DictConfig) -> None:
     """Check an ``rlplat_optuna`` sweeper's config before a sweep records anything; a config
     with another sweeper passes unchecked.
 
+    Args:
+        config: The composed config, with its ``hydra`` node.
+
     Raises:
         ConfigError: naming the ``hydra.sweeper`` key at fault and what is valid.
     """
     node = config.hydra.sweeper
     if node.get("_target_") != RlplatOptunaSweeperConf._target_:
         return
-    search = OptunaSearch(**{k: v for k, v in node.items() if k != "_target_"})
-    search.config = config
-    search.prepare(list(config.hydra.overrides.task))
-
-
-class TrialReporter:
-    """The job's side of pruning: reports ``objective`` after each evaluation.
-
-    Built from the environment variables the sweeper sets; None outside an Optuna sweep.
-
-    Args:
-        objective: Metric reported as the intermediate value (``trainer.objective``).
-    """
-
-    def __init__(self, objective: str, storage: str, study_name: str, trial_id: int, number: int) -> None:
-        import optuna
-
-        study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
-        study.pruner = make_pruner(study.user_attrs[PRUNER_ATTR])
-        self.trial = optuna.trial.Trial(study, trial_id)
-        self.objective = objective
-        self.number = number
-
-    @classmethod
-    def from_environment(cls, objective: str) -> TrialReporter | None:
-        """The reporter for this job's trial, or None when this job is not an Optuna trial."""
-        if ENV_TRIAL_ID not in os.environ:
-            return None
-        return cls(
-            objective,
-            os.environ[ENV_STORAGE],
-            os.environ[ENV_STUDY],
-            int(os.environ[ENV_TRIAL_ID]),
-            int(os.environ[ENV_TRIAL_NUMBER]),
-        )
-
-    @staticmethod
-    def pruned(error: BaseException) -> bool:
-        """Whether ``error`` is the pruner's stop signal (``optuna.TrialPruned``)."""
-        import optuna
-
-        return isinstance(error, optuna.TrialPruned)
-
-    def __call__(self, metrics: dict[str, float], frames: int) -> None:
-        """Report ``metrics[objective]`` at step ``frames``.
-
-        Raises:
-            optuna.TrialPruned: when the study's pruner stops this trial.
-        """
-        import optuna
-
-        if self.objective not in metrics:
-            return
-        value = metrics[self.objective]
-        self.trial.report(value, step=frames)
-        if self.trial.should_prune():
-            raise optuna.TrialPruned(f"trial {self.number} pruned at {frames} frames ({self.objective} {value:.2f})")
+    search = OptunaSearch(**{str(k): v for k, v in node.items() if k != "_target_"})
+    search.prepare(list(config.hydra.overrides.task), config)

@@ -1,0 +1,140 @@
+"""Sweeps in MLflow: one parent run per multirun, one child run per job, a table at the end.
+
+``rlplat-train -m ...`` runs Hydra's multirun: a sweeper expands the overrides into jobs and
+a launcher runs them (in this process, in worker processes, on Ray or Slurm). The
+:class:`MlflowSweep` callback, listed under ``hydra.callbacks`` in conf/config.yaml, follows
+that in MLflow:
+
+* before any job starts, it checks the sweeper's config and creates the sweep's parent run
+  (in the main process);
+* each job's run is created as its child (:func:`child_tags`: tag ``mlflow.parentRunId`` and
+  the job's overrides). Hydra pickles its callbacks along with each job, so the parent's id
+  reaches jobs in worker processes and on remote Ray or Slurm workers alike;
+* when every job has returned, it prints the jobs sorted by ``trainer.objective``, logs
+  the same table on the parent run and ends the parent FINISHED; a sweep that stops with an
+  error (Hydra's basic sweeper stops at the first failed job) leaves its parent FAILED.
+
+The tag names, :class:`ParentRun` and the active-parent helpers are defined in
+:mod:`rlplat.sweep.runs` (below the sweeper and the table, which use them too) and
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import shlex
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from rlplat.hydra_ext.compose import activate_hydra_config
+from rlplat.hydra_ext.overrides import unroute
+from rlplat.registry import ConfigError
+from rlplat.sweep.optuna import check_sweeper
+from rlplat.sweep.runs import (
+    JOB_TAG,
+    OVERRIDES_TAG,
+    PARENT_TAG,
+    PRUNED_TAG,
+    SWEEP_TAG,
+    ParentRun,
+    active_parent,
+    child_tags,
+    log_to_active_parent,
+    set_active_parent,
+)
+from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
+
+__all__ = [
+    "JOB_TAG", "OVERRIDES_TAG", "PARENT_TAG", "PRUNED_TAG", "SWEEP_TAG", "MlflowSweep", "ParentRun",
+    "active_parent", "child_tags", "log_to_active_parent",
+]
+
+
+def _end_if_abandoned() -> None:
+    """At exit of a sweep that stopped with an error: end its parent run FAILED."""
+    parent = active_parent()
+    if parent is not None:
+        from mlflow import MlflowClient
+
+        MlflowClient(tracking_uri=parent.uri).set_terminated(parent.run_id, status="FAILED")
+        set_active_parent(None)
+
+
+def _start_parent(config: DictConfig) -> ParentRun | None:
+    """Create the sweep's parent run from the composed ``config``; None when tracking is off."""
+    from rlplat.tracking import Tracker, TrackingConfig
+
+    tracking = TrackingConfig.from_node(config.tracking)
+    if not tracking.enabled:
+        return None
+    hydra_cfg = config.hydra
+    sweep_dir = str(hydra_cfg.sweep.dir)
+    choices = hydra_cfg.runtime.choices
+    tags = {
+        SWEEP_TAG: sweep_dir,
+        "command": shlex.join(["rlplat-train", *map(unroute, sys.argv[1:])]),
+        "rlplat.sweeper": str(choices.get("hydra/sweeper")),
+        "rlplat.launcher": str(choices.get("hydra/launcher")),
+    }
+    params = {"sweep.overrides": " ".join(map(unroute, hydra_cfg.overrides.task)), "sweep.dir": sweep_dir}
+    name = tracking.run_name or f"sweep-{sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"
+    tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
+    tracker.start(name, params, tags)
+    return ParentRun(tracking.uri, tracker.experiment_id, tracker.run_id)
+
+
+class MlflowSweep(Callback):
+    """Hydra callback: an MLflow parent run per multirun, and the table of its jobs at the end.
+
+    Holds only strings, so Hydra can pickle it to worker processes with each job.
+    """
+
+    def __init__(self) -> None:
+        self.parent: ParentRun | None = None
+        self.objective = "eval/return_mean"
+
+    # main process -----------------------------------------------------------------------
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check the sweeper's config (exit 2 with one line when bad), then start the parent run."""
+        activate_hydra_config(config)  # so that ${hydra:runtime.cwd} in tracking.* resolves
+        try:
+            check_sweeper(config)  # bad sweeper config: one message, nothing recorded
+        except ConfigError as error:
+            print(f"rlplat-train: error: {error}", file=sys.stderr)
+            sys.exit(2)
+        self.objective = str(config.trainer.objective)
+        self.parent = _start_parent(config)
+        if self.parent is not None:
+            set_active_parent(self.parent)
+            atexit.register(_end_if_abandoned)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Print the job table, log it and the best job on the parent run, end the parent FINISHED."""
+        if self.parent is None:
+            return
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.parent.uri)
+        rows = job_rows(client, self.parent, self.objective)
+        print_job_table(rows, self.objective, str(config.hydra.sweep.dir))
+        client.log_text(self.parent.run_id, jobs_csv(rows, self.objective), "jobs.csv")
+        failed = sum(r.status == "FAILED" for r in rows)
+        metrics: dict[str, float] = {"sweep/jobs": len(rows), "sweep/jobs_failed": failed}
+        tags = {}
+        best = rows[0] if rows else None  # rows are sorted: a usable best comes first
+        if best is not None and best.status == "FINISHED" and not math.isnan(best.objective):
+            metrics[f"best/{self.objective}"] = best.objective
+            tags = {"rlplat.best_run_id": best.run_id, "rlplat.best_overrides": best.overrides}
+        log_to_active_parent(params={}, metrics=metrics, tags=tags)
+        client.set_terminated(self.parent.run_id, status="FINISHED")  # failed jobs are counted above
+        self.parent = None
+        set_active_parent(None)
+
+    # job process (possibly a worker, or a remote machine) --------------------------------
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Make the sweep's parent this job process's active parent."""
+        set_active_parent(self.parent)

@@ -1,0 +1,110 @@
+"""The job's side of pruning: report the objective after each evaluation, stop when told to.
+
+A job launched by the ``rlplat_optuna`` sweeper finds its trial through the environment
+variables the sweeper sets (:mod:`rlplat.sweep.optuna`): the study's storage, its name and
+the trial's number. Optuna is imported only inside such a job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlplat.sweep.optuna import (
+    ENV_STORAGE,
+    ENV_STUDY,
+    ENV_TRIAL_NUMBER,
+    PRUNER_ATTR,
+    make_pruner,
+    open_storage,
+)
+
+
+def _attach_trial(storage: Any, study_name: str, number: int) -> Any:
+    """The running trial ``number`` of study ``study_name``, as an ``optuna.trial.Trial``.
+
+    Optuna has no public way to reach a trial that another process asked for: its documented
+    routes (``study.optimize``, ``study.ask``) only create trials. This function is the one
+    place rlplat goes around that: it reads ids through the storage's documented methods and
+    calls ``optuna.trial.Trial(study, trial_id)``, whose docs advise against direct use.
+    """
+    import optuna
+
+    study_id = storage.get_study_id_from_name(study_name)
+    pruner = make_pruner(storage.get_study_user_attrs(study_id)[PRUNER_ATTR])
+    study = optuna.load_study(study_name=study_name, storage=storage, pruner=pruner)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+    return optuna.trial.Trial(study, trial_id)
+
+
+class TrialReporter:
+    """Reports ``objective`` to this job's Optuna trial after each evaluation.
+
+    A trainer callback (the hooks of :class:`rlplat.trainer.Callback`, without importing the
+    trainer): :meth:`on_evaluation` reports, and raises ``optuna.TrialPruned`` to stop training.
+
+    Args:
+        objective: Metric reported as the intermediate value (``trainer.objective``).
+        storage: The study's storage: an RDB URL or a journal file path.
+        study_name: The study's name.
+        number: The trial's number in the study.
+    """
+
+    def __init__(self, objective: str, *, storage: str, study_name: str, number: int) -> None:
+        self.trial = _attach_trial(open_storage(storage), study_name, number)
+        self.objective = objective
+        self.number = number
+
+    @classmethod
+    def from_environment(cls, objective: str) -> TrialReporter | None:
+        """The reporter for this job's trial, or None when this job is not an Optuna trial.
+
+        Args:
+            objective: Metric reported as the intermediate value (``trainer.objective``).
+        """
+        if ENV_TRIAL_NUMBER not in os.environ:
+            return None
+        return cls(
+            objective,
+            storage=os.environ[ENV_STORAGE],
+            study_name=os.environ[ENV_STUDY],
+            number=int(os.environ[ENV_TRIAL_NUMBER]),
+        )
+
+    @staticmethod
+    def pruned(error: BaseException) -> bool:
+        """Whether ``error`` is the pruner's stop signal (``optuna.TrialPruned``)."""
+        import optuna
+
+        return isinstance(error, optuna.TrialPruned)
+
+    def __call__(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Report ``metrics[objective]`` at step ``frames``; nothing when it is missing.
+
+        Args:
+            metrics: An evaluation's metrics, name -> value.
+            frames: Frames trained so far (the pruner's step).
+
+        Raises:
+            optuna.TrialPruned: when the study's pruner stops this trial.
+        """
+        import optuna
+
+        if self.objective not in metrics:
+            return
+        value = metrics[self.objective]
+        self.trial.report(value, step=frames)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(f"trial {self.number} pruned at {frames} frames ({self.objective} {value:.2f})")
+
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Trainer hook after each evaluation: :meth:`__call__`."""
+        self(metrics, frames)
+
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Trainer hook after each log step: nothing (only evaluations are reported)."""
+
+    def on_checkpoint(self, path: Path, best: bool) -> None:
+        """Trainer hook after each checkpoint: nothing."""

@@ -1,0 +1,207 @@
+"""Conformance check of a collector entry (:class:`rlplat.collectors.base.CollectorFactory`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import torch
+from torch import Tensor
+
+from rlplat import keys
+from rlplat.collectors.base import Collector
+from rlplat.envs.base import Episode
+from rlplat.envs.vector import VectorEnv
+from rlplat.testing._common import Entry, Subject, savable, subject
+from rlplat.testing.rollouts import check_chained, check_rollout
+
+DEFAULT_ENVS: tuple[tuple[Entry, Mapping[str, Any]], ...] = (
+    ("gym", {"id": "CartPole-v1", "max_episode_steps": 10}),
+    ("gym", {"id": "Pendulum-v1", "max_episode_steps": 10}),
+)
+"""One Discrete and one Box env, with episodes short enough to end inside a rollout."""
+
+
+class ObservationPolicy:
+    """A :class:`rlplat.collectors.base.Policy` whose action and log-probability are fixed
+    functions of the observation, so a rollout can be checked step by step against them."""
+
+    def __init__(self, action_space: gymnasium.Space) -> None:
+        self.action_space = action_space
+
+    def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """``[N, *obs_shape]`` -> action (``[N, A]`` in [-1, 1] or ``[N]`` int64), ``[N]`` log-prob."""
+        first = observation.flatten(1)[:, 0]  # [N]; elementwise maths only, so exactly reproducible
+        if isinstance(self.action_space, gymnasium.spaces.Discrete):
+            action = (first * 1000).floor().long().remainder(int(self.action_space.n))
+        else:
+            phase = torch.arange(int(self.action_space.shape[0]), dtype=first.dtype, device=first.device)
+            action = torch.sin(first.unsqueeze(-1) * 7.0 + phase)
+        return action, -first.abs()
+
+
+def check_collector(
+    entry: Entry,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    envs: Sequence[tuple[Entry, Mapping[str, Any]]] = DEFAULT_ENVS,
+    seed: int = 0,
+) -> None:
+    """Check a collector entry the way the trainer drives it, on each of ``envs``.
+
+    Builds the collector through the registry with ``kwargs`` (the ``collector`` YAML
+    node's keys) and what rlplat supplies: ``make_env`` (rlplat's
+    :class:`rlplat.envs.vector.VectorEnv` over the env entry, no transforms), a policy
+    whose actions are a fixed function of the observation, ``total_frames``, ``device``
+    (CPU) and ``seed``. Then checks:
+
+    * it implements :class:`rlplat.collectors.base.Collector`, ``frames`` starts at 0,
+      ``rollout_shape`` is ``(T, B)`` with B the ``num_envs`` it asked ``make_env`` for,
+      and ``frames_per_batch == T * B``;
+    * two rollouts: each a TensorDict of batch size ``rollout_shape``, with every key,
+      shape and dtype of
+      :mod:`rlplat.keys`; ``action`` and ``action_log_prob`` are what the policy returned
+      for that step's ``observation``; within an episode ``("next", "observation")[t] ==
+      observation[t + 1]``, also from the last step of a rollout into the next one;
+      ``frames`` advances by ``frames_per_batch`` per rollout; the second rollout leaves
+      the first one unchanged;
+    * ``pop_finished()`` returns one :class:`rlplat.envs.base.Episode` per ended episode
+      (``("next", "done")``), then nothing;
+    * ``state_dict()`` is a mapping ``torch.save`` can write; with ``total_frames=1``
+      iteration stops after one rollout; ``close()`` runs.
+
+    Args:
+        entry: Registered collector name, or the constructor itself.
+        kwargs: The YAML keyword arguments (a ``name`` key is ignored); keep rollouts small
+            (e.g. ``{"num_envs": 2, "steps_per_env": 16}``).
+        envs: ``(env entry, env kwargs)`` pairs to collect from; by default a short
+            CartPole (Discrete) and a short Pendulum (Box).
+        seed: The seed rlplat supplies.
+
+    Raises:
+        AssertionError: naming the entry and what is wrong.
+        ConfigError: when ``kwargs`` do not fit the constructor's signature, as in a run.
+    """
+    collector_entry = subject("collector", entry)
+    for env, env_kwargs in envs:
+        _check_on(collector_entry, kwargs, subject("env", env), env_kwargs, seed)
+
+
+def _build(
+    collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int, total_frames: int
+) -> tuple[Any, list[int], tuple[gymnasium.Space, gymnasium.Space]]:
+    """The collector over the env entry, the ``num_envs`` it asked ``make_env`` for, and the
+    env's ``(observation_space, action_space)``."""
+    probe = env_entry.build(env_kwargs)
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    action_space = spaces[1]
+    requested: list[int] = []
+
+    def make_env(num_envs: int, vectorization: str) -> VectorEnv:
+        requested.append(num_envs)
+        return VectorEnv(lambda: env_entry.build(env_kwargs), num_envs, (), True, vectorization)
+
+    with collector_entry.running("the constructor"):
+        collector = collector_entry.build(
+            kwargs, make_env=make_env, policy=ObservationPolicy(action_space), total_frames=total_frames,
+            device=torch.device("cpu"), seed=seed,
+        )
+    return collector, requested, spaces
+
+
+def _check_on(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int) -> None:
+    collector, requested, spaces = _build(collector_entry, kwargs, env_entry, env_kwargs, seed, total_frames=10**12)
+    try:
+        collector_entry.conforms(collector, Collector)
+        collector_entry.expect(collector.frames == 0, f"frames={collector.frames!r} before collecting; must be 0")
+        collector_entry.expect(requested, "it never called make_env for its envs")
+        shape = _rollout_shape(collector_entry, collector, num_envs=requested[-1])
+        spec = (shape, tuple(spaces[0].shape), spaces[1])
+        iterator = iter(collector)
+        first = _next_rollout(collector_entry, collector, iterator, spec, 1)
+        kept = first.clone()
+        _check_episodes(collector_entry, collector.pop_finished(), first, shape[1])
+        second = _next_rollout(collector_entry, collector, iterator, spec, 2)
+        collector_entry.expect(
+            (first == kept).all(), "the second rollout overwrote the first; each yielded rollout is the caller's"
+        )
+        not_done = ~first[keys.NEXT_DONE][-1].squeeze(-1)
+        collector_entry.expect(
+            torch.equal(first[keys.NEXT_OBSERVATION][-1][not_done], second[keys.OBSERVATION][0][not_done]),
+            "episodes do not continue across rollouts: the last ('next', 'observation') of one rollout is not "
+            "the first 'observation' of the next",
+        )
+        collector.pop_finished()
+        savable(collector_entry, collector.state_dict(), "state_dict()")
+    finally:
+        with collector_entry.running("close()"):
+            collector.close()
+    _check_stops(collector_entry, kwargs, env_entry, env_kwargs, seed)
+
+
+def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int) -> tuple[int, int]:
+    """``rollout_shape`` checked: ``(T, B)`` ints, B the envs it made, ``T * B == frames_per_batch``."""
+    shape, per_batch = collector.rollout_shape, collector.frames_per_batch
+    collector_entry.expect(
+        isinstance(shape, Sequence) and len(shape) == 2 and all(isinstance(n, int) and n > 0 for n in shape),
+        f"rollout_shape={shape!r}; must be (T, B), two positive ints",
+    )
+    shape = (shape[0], shape[1])
+    collector_entry.expect(
+        shape[1] == num_envs, f"rollout_shape={shape}, but it asked make_env for {num_envs} envs (B)"
+    )
+    collector_entry.expect(
+        per_batch == shape[0] * shape[1], f"frames_per_batch={per_batch!r}; must be T * B for rollout_shape={shape}"
+    )
+    return shape
+
+
+def _next_rollout(collector_entry: Subject, collector: Any, iterator: Any, spec: tuple, index: int) -> Any:
+    """The next rollout, checked: keys, shapes, the policy's actions, chaining, frames.
+
+    ``spec`` is ``((T, B), obs_shape, action_space)``."""
+    with collector_entry.running(f"collecting rollout {index}"):
+        rollout = next(iterator, None)
+    collector_entry.expect(rollout is not None, f"iteration stopped after {index - 1} rollouts, before total_frames")
+    shape, obs_shape, action_space = spec
+    check_rollout(collector_entry, rollout, shape, obs_shape, action_space)
+    policy = ObservationPolicy(action_space)
+    action, log_prob = policy.act(rollout[keys.OBSERVATION].flatten(0, 1))
+    collector_entry.expect(
+        torch.equal(rollout[keys.ACTION].flatten(0, 1), action)
+        and torch.equal(rollout[keys.ACTION_LOG_PROB].flatten(0, 1), log_prob),
+        "'action' or 'action_log_prob' at step t is not what the policy returned for 'observation' at step t",
+    )
+    check_chained(collector_entry, rollout)
+    expected = index * collector.frames_per_batch
+    collector_entry.expect(
+        collector.frames == expected, f"frames={collector.frames} after {index} rollouts; expected {expected}"
+    )
+    return rollout
+
+
+def _check_episodes(collector_entry: Subject, episodes: Any, rollout: Any, num_envs: int) -> None:
+    ended = int(rollout[keys.NEXT_DONE].sum())
+    collector_entry.expect(
+        isinstance(episodes, list) and len(episodes) == ended,
+        f"pop_finished() returned {episodes!r} after a rollout in which {ended} episodes ended; expected "
+        f"{ended} Episode(env, return_, length)",
+    )
+    for episode in episodes:
+        collector_entry.expect(
+            isinstance(episode, Episode) and 0 <= episode.env < num_envs and episode.length >= 1,
+            f"pop_finished() returned {episode!r}; expected Episode(env in [0, {num_envs}), return_, length >= 1)",
+        )
+
+
+def _check_stops(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int) -> None:
+    collector, _, _ = _build(collector_entry, kwargs, env_entry, env_kwargs, seed, total_frames=1)
+    try:
+        with collector_entry.running("iterating with total_frames=1"):
+            count = sum(1 for _ in itertools.islice(collector, 3))
+        collector_entry.expect(count == 1, f"with total_frames=1 it yielded {count} rollouts; expected 1")
+    finally:
+        collector.close()

@@ -1,0 +1,147 @@
+"""Conformance check of a transform entry (:class:`rlplat.transforms.base.TransformFactory`)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium
+import torch
+
+from rlplat.testing._common import (
+    OBSERVATION_SPACE,
+    Entry,
+    Subject,
+    observation_batch,
+    savable,
+    shape_text,
+    subject,
+)
+from rlplat.transforms.base import TransformLike
+
+
+def check_transform(
+    entry: Entry,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    observation_space: gymnasium.Space = OBSERVATION_SPACE,
+    num_envs: int = 4,
+    steps: int = 8,
+    seed: int = 0,
+) -> None:
+    """Check a transform entry the way rlplat's env adapter and checkpoint use it.
+
+    Builds the transform through the registry as rlplat does, ``(observation_space,
+    **kwargs)`` under the config key ``transforms.<name>``, and checks:
+
+    * it implements :class:`rlplat.transforms.base.TransformLike` (every missing member
+      named);
+    * over ``steps`` vector steps with ``update=True``, ``transform_observation`` maps
+      ``[B, *obs_shape]`` float32 to the same shape, float32, finite, and
+      ``transform_reward`` maps ``[B, 1]`` float32 rewards (with ``[B, 1]`` bool episode
+      ends, some true) to ``[B, 1]`` float32, finite;
+    * with ``update=False`` (evaluation envs) its ``state_dict`` does not change;
+    * ``state_dict`` round trip: the state is a mapping ``torch.save`` can write, and a
+      fresh instance loading it maps observations and rewards exactly as the original does.
+
+    Args:
+        entry: Registered transform name, or the constructor itself.
+        kwargs: The YAML keyword arguments (a ``name`` key is ignored).
+        observation_space: The env observation space rlplat would supply.
+        num_envs: B, the envs per vector step.
+        steps: Vector steps fed with ``update=True``.
+        seed: Seed of the inputs.
+
+    Raises:
+        AssertionError: naming the entry and what is wrong.
+        ConfigError: when ``kwargs`` do not fit the constructor's signature, as in a run.
+    """
+    transform_entry = subject("transform", entry)
+
+    def build() -> TransformLike:
+        return transform_entry.build(kwargs, observation_space, key=f"transforms.{transform_entry.name}")
+
+    with transform_entry.running(f"the constructor (observation_space={observation_space})"):
+        transform = build()
+    transform_entry.conforms(transform, TransformLike)
+
+    observation = observation_batch(observation_space, (steps, num_envs), seed) * 3.0 + 1.0
+    generator = torch.Generator().manual_seed(seed)
+    reward = torch.randn(steps, num_envs, 1, generator=generator) * 5.0 + 2.0
+    done = torch.rand(steps, num_envs, 1, generator=generator) < 0.25
+    done[steps // 2, 0] = True
+    for t in range(steps):
+        _apply(transform_entry, transform, observation[t], reward[t], done[t], update=True)
+
+    _check_state(transform_entry, transform, build, (observation[-1], reward[-1], done[-1]))
+
+
+def _check_state(
+    transform_entry: Subject, transform: TransformLike, build: Callable[[], TransformLike],
+    step: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    """``update=False`` keeps the state; a fresh instance loading the state maps ``step`` alike."""
+    before = copy.deepcopy(dict(transform.state_dict()))
+    _apply(transform_entry, transform, *step, update=False)
+    changed = _changed(before, transform.state_dict())
+    transform_entry.expect(not changed, f"update=False changed its state_dict at {changed}; evaluation envs must not")
+
+    state = transform.state_dict()
+    savable(transform_entry, state, "state_dict()")
+    with transform_entry.running("load_state_dict(state_dict()) on a fresh instance"):
+        fresh = build()
+        fresh.load_state_dict(state)
+    expected = _apply(transform_entry, transform, *step, update=False)
+    got = _apply(transform_entry, fresh, *step, update=False)
+    for what, a, b in zip(("observations", "rewards"), expected, got):
+        transform_entry.expect(
+            torch.equal(a, b), f"after a state_dict round trip a fresh instance maps {what} differently"
+        )
+
+
+def _apply(
+    transform_entry: Subject, transform: TransformLike, observation: torch.Tensor, reward: torch.Tensor,
+    done: torch.Tensor, update: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One vector step through the transform; checks and returns both outputs."""
+    with transform_entry.running(f"transform_observation({shape_text(observation.shape)} float32, update={update})"):
+        new_observation = transform.transform_observation(observation.clone(), update=update)
+    _expect_like(transform_entry, "transform_observation", new_observation, observation)
+    with transform_entry.running(f"transform_reward({shape_text(reward.shape)} float32, done, update={update})"):
+        new_reward = transform.transform_reward(reward.clone(), done.clone(), update=update)
+    _expect_like(transform_entry, "transform_reward", new_reward, reward)
+    return new_observation, new_reward
+
+
+def _expect_like(transform_entry: Subject, what: str, value: Any, like: torch.Tensor) -> None:
+    transform_entry.expect(
+        isinstance(value, torch.Tensor) and value.shape == like.shape and value.dtype == torch.float32,
+        f"{what} returned {_describe(value)} for input {shape_text(like.shape)} float32; "
+        "the shape and dtype must be kept",
+    )
+    transform_entry.expect(bool(torch.isfinite(value).all()), f"{what} returned NaN or inf")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{shape_text(value.shape)} {value.dtype}"
+    return type(value).__name__
+
+
+def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Keys whose value differs between two state dicts (or that one of them lacks)."""
+    keys = set(before) | set(after)
+    return sorted(
+        key for key in keys
+        if key not in before or key not in after or not _equal(before[key], after[key])
+    )
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  (values that do not compare count as changed)
+        return False

@@ -1,0 +1,104 @@
+"""The package's shape: no import cycle between modules, short functions, a short
+``Trainer.__init__``, built-ins registered once (by entry point)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "rlplat"
+MAX_FUNCTION_LINES = 60
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the components of ``graph`` with more than one node."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph.get(node, ()):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_between_modules() -> None:
+    imports = grimp.build_graph("rlplat", "hydra_plugins")
+    ours = {m for m in imports.modules if m.startswith(("rlplat", "hydra_plugins.rlplat_"))}
+    graph = {m: set(imports.find_modules_directly_imported_by(m)) & ours for m in ours}
+    assert strongly_connected(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append((f"{path.relative_to(ROOT)}:{node.lineno} {node.name}", node.end_lineno - node.lineno + 1))
+    return found
+
+
+def test_no_function_longer_than_60_lines() -> None:
+    long = [(name, n) for path in PACKAGE.rglob("*.py") for name, n in functions(path) if n > MAX_FUNCTION_LINES]
+    assert long == []
+
+
+def test_trainer_init_is_short() -> None:
+    [(_, lines)] = [f for f in functions(PACKAGE / "trainer.py") if f[0].endswith(" __init__")]
+    assert lines < 30
+
+
+def test_builtins_are_registered_by_entry_point_only() -> None:
+    """No built-in uses the registration decorator: pyproject's entry points are the one way."""
+    decorated = [
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if re.search(r"^@\w+\.register\(", path.read_text(), re.MULTILINE)
+    ]
+    assert decorated == []
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert {"rlplat.envs", "rlplat.losses", "rlplat.networks", "rlplat.optimizers"} <= set(groups)
+
+
+@pytest.mark.parametrize("group", ["rlplat.envs", "rlplat.transforms", "rlplat.networks", "rlplat.collectors",
+                                   "rlplat.buffers", "rlplat.losses", "rlplat.optimizers"])
+def test_every_declared_builtin_loads(group: str) -> None:
+    from importlib.metadata import entry_points
+
+    declared = [ep for ep in entry_points(group=group) if ep.value.startswith("rlplat.")]
+    assert declared
+    for ep in declared:
+        assert callable(ep.load()), ep
