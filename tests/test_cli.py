@@ -113,7 +113,7 @@ def compatible_pairs():
     """Every algo preset with every env preset whose action space it can act in."""
     from rlplat.hydra_ext import compose_config, yaml_options
     from rlplat.registry import ENVS, LOSSES
-    from rlplat.trainer import action_spaces
+    from rlplat.build import action_spaces
 
     pairs = []
     for env in sorted(yaml_options("env")):

@@ -10,27 +10,33 @@ from conftest import TINY, tiny
 
 from rlplat.hydra_ext import compose_config, group_options, route, unroute, yaml_options
 from rlplat.registry import REGISTRIES, ConfigError
+from rlplat.build import build
 from rlplat.trainer import Trainer
+
+
+def make_trainer(overrides, output_dir):
+    built = build(compose_config(overrides))
+    return Trainer(built.parts, built.trainer, output_dir)
 
 PAIRS = [(algo, env) for algo in sorted(yaml_options("algo")) for env in sorted(yaml_options("env"))]
 
 
 @pytest.mark.parametrize("algo,env", PAIRS)
 def test_every_algo_env_preset_builds_and_runs_updates_or_names_the_mismatch(algo, env, tmp_path):
-    cfg = compose_config([f"algo={algo}", f"env={env}", "tracking.enabled=false", *tiny(algo)])
     try:
-        trainer = Trainer(cfg, tmp_path)
+        trainer = make_trainer([f"algo={algo}", f"env={env}", "tracking.enabled=false", *tiny(algo)], tmp_path)
     except ConfigError as error:  # an algorithm that cannot act in the env's action space
         assert f"loss {algo!r} cannot act in env" in str(error) and "Algorithms for this env:" in str(error)
         return
-    for _ in range(64 // trainer.collector.frames_per_batch + 1):
-        rollout = trainer.loss.preprocess(trainer.collector.rollout())
-        trainer.buffer.extend(rollout)
-    outputs = [trainer._update(batch) for batch in trainer.buffer.batches()]
+    parts = trainer.parts
+    for _ in range(64 // parts.collector.frames_per_batch + 1):
+        rollout = parts.loss.preprocess(parts.collector.rollout())
+        parts.buffer.extend(rollout)
+    outputs = [trainer._update(batch) for batch in parts.buffer.batches()]
     assert outputs
     for losses in outputs:
         assert all(math.isfinite(v.item()) for v in losses.values())
-    trainer.close()
+    parts.close()
 
 
 def test_every_yaml_key_has_a_comment():
@@ -103,19 +109,17 @@ def test_unroute_undoes_route_and_nothing_else():
     ],
 )
 def test_bad_values_raise_config_errors_naming_the_key(override, needle, tmp_path):
-    cfg = compose_config(["tracking.enabled=false", override])
     with pytest.raises(ConfigError) as error:
-        Trainer(cfg, tmp_path)
+        make_trainer(["tracking.enabled=false", override], tmp_path)
     assert needle in str(error.value)
 
 
 def test_same_seed_same_run(tmp_path):
     def run():
-        cfg = compose_config(["env=cartpole", "seed=7", "tracking.enabled=false", *TINY])
-        trainer = Trainer(cfg, tmp_path)
-        trainer.fit()
-        trainer.close()
-        return trainer.final_metrics, [p.detach().clone() for p in trainer.parameters]
+        trainer = make_trainer(["env=cartpole", "seed=7", "tracking.enabled=false", *TINY], tmp_path)
+        metrics = trainer.fit()
+        trainer.parts.close()
+        return metrics, [p.detach().clone() for p in trainer.parts.loss.parameters()]
 
     (metrics_a, params_a), (metrics_b, params_b) = run(), run()
     assert metrics_a["eval/return_mean"] == metrics_b["eval/return_mean"]
@@ -124,10 +128,9 @@ def test_same_seed_same_run(tmp_path):
 
 
 def test_checkpoint_holds_every_piece_of_state(tmp_path):
-    cfg = compose_config(["tracking.enabled=false", *TINY])
-    trainer = Trainer(cfg, tmp_path)
+    trainer = make_trainer(["tracking.enabled=false", *TINY], tmp_path)
     trainer.fit()
-    trainer.close()
+    trainer.parts.close()
     state = torch.load(tmp_path / "checkpoints" / "final.pt", weights_only=False)
     assert set(state) >= {"loss", "optimizer", "transforms", "collector", "rng", "config"}
     assert state["collector"]["frames"] == 256
