@@ -76,7 +76,9 @@ def run_one(target: Target, seed: int, uri: str) -> Result:
     start = time.perf_counter()
     completed = subprocess.run(
         [script, *args, f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - start
     if completed.returncode != 0:
@@ -92,7 +94,14 @@ def run_one(target: Target, seed: int, uri: str) -> Result:
     history = client.get_metric_history(run.info.run_id, "eval/return_mean")
     final = max(history, key=lambda m: m.step)
     return Result(
-        target.algo, target.env, seed, command, final.step, wall, final.value, target.threshold,
+        target.algo,
+        target.env,
+        seed,
+        command,
+        final.step,
+        wall,
+        final.value,
+        target.threshold,
         target.max_seconds,
         final.value >= target.threshold
         and wall <= target.max_seconds

@@ -54,16 +54,23 @@ def startup(repeats: int, cwd: Path) -> dict:
     walls, startups = [], []
     for i in range(repeats):
         experiment = f"startup-{i}"
-        walls.append(run(["algo=ppo", "env=cartpole", "trainer.total_frames=2048",
-                          f"tracking.experiment={experiment}"], cwd))
+        walls.append(
+            run(["algo=ppo", "env=cartpole", "trainer.total_frames=2048", f"tracking.experiment={experiment}"], cwd)
+        )
         [record] = runs(cwd, experiment)
         startups.append(record.data.metrics["time/startup_s"])
     return {"startup_s": startups, "wall_s": walls}
 
 
 def sweep(launcher: str, frames: int | None, cwd: Path, experiment: str) -> dict:
-    args = ["-m", f"hydra/launcher={launcher}", "algo=ppo", "env=cartpole", "seed=0,1,2,3",
-            f"tracking.experiment={experiment}"]
+    args = [
+        "-m",
+        f"hydra/launcher={launcher}",
+        "algo=ppo",
+        "env=cartpole",
+        "seed=0,1,2,3",
+        f"tracking.experiment={experiment}",
+    ]
     if frames:
         args.append(f"trainer.total_frames={frames}")
     wall = run(args, cwd)
@@ -72,15 +79,24 @@ def sweep(launcher: str, frames: int | None, cwd: Path, experiment: str) -> dict
     finished = sum(r.info.status == "FINISHED" for r in children)
     startups = sorted(r.data.metrics["time/startup_s"] for r in children)
     fps = [r.data.metrics["time/fps"] for r in children]  # each job's training speed, frames/s
-    return {"wall_s": wall, "children_finished": finished, "parents": len(records) - len(children),
-            "job_startup_s": startups, "job_fps": fps}
+    return {
+        "wall_s": wall,
+        "children_finished": finished,
+        "parents": len(records) - len(children),
+        "job_startup_s": startups,
+        "job_fps": fps,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="repeats of each measurement")
-    parser.add_argument("--frames", type=int, default=0,
-                        help="frames per sweep job; 0 keeps the tuned preset's (100,096: PPO solving CartPole)")
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=0,
+        help="frames per sweep job; 0 keeps the tuned preset's (100,096: PPO solving CartPole)",
+    )
     parser.add_argument("--only", choices=("startup", "sweep"), help="run one of the two")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
     args = parser.parse_args()
@@ -92,9 +108,11 @@ def main() -> None:
     if args.only in (None, "startup"):
         report["startup"] = startup(args.repeats, cwd)
         s = report["startup"]
-        print(f"start-up to first env step: median {statistics.median(s['startup_s']):.2f} s "
-              f"(runs: {', '.join(f'{x:.2f}' for x in s['startup_s'])}); "
-              f"whole command median {statistics.median(s['wall_s']):.2f} s")
+        print(
+            f"start-up to first env step: median {statistics.median(s['startup_s']):.2f} s "
+            f"(runs: {', '.join(f'{x:.2f}' for x in s['startup_s'])}); "
+            f"whole command median {statistics.median(s['wall_s']):.2f} s"
+        )
 
     if args.only in (None, "sweep"):
         serial, parallel = [], []
@@ -105,14 +123,18 @@ def main() -> None:
         for name, results in (("serial (basic)", serial), ("parallel (joblib, 2 workers)", parallel)):
             walls = [r["wall_s"] for r in results]
             recorded = [f"{r['children_finished']}/4" for r in results]
-            print(f"4-job sweep, {name}: median {statistics.median(walls):.1f} s "
-                  f"(runs: {', '.join(f'{w:.1f}' for w in walls)}); runs recorded: {', '.join(recorded)}; "
-                  f"per-job start-up s: {[round(x, 2) for x in results[0]['job_startup_s']]}; "
-                  f"job training speed: median {statistics.median(f for r in results for f in r['job_fps']):.0f} frames/s")
+            print(
+                f"4-job sweep, {name}: median {statistics.median(walls):.1f} s "
+                f"(runs: {', '.join(f'{w:.1f}' for w in walls)}); runs recorded: {', '.join(recorded)}; "
+                f"per-job start-up s: {[round(x, 2) for x in results[0]['job_startup_s']]}; "
+                f"job training speed: median {statistics.median(f for r in results for f in r['job_fps']):.0f} frames/s"
+            )
         ratios = [p["wall_s"] / s["wall_s"] for s, p in zip(serial, parallel)]
         report["sweep"]["ratios"] = ratios
-        print(f"parallel / serial wall time: median {statistics.median(ratios):.2f} "
-              f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+        print(
+            f"parallel / serial wall time: median {statistics.median(ratios):.2f} "
+            f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))

@@ -45,7 +45,7 @@ from rlplat.registry import (
 )
 from rlplat.tracking import TrackingConfig
 from rlplat.trainer import Parts, TrainerConfig, seed_everything
-from rlplat.transforms.base import Transform
+from rlplat.transforms.base import Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
 
@@ -99,11 +99,17 @@ def build(cfg: DictConfig) -> Build:
     transforms = build_transforms(config["transforms"], observation_space)
     loss = build_loss(config, observation_space, action_space).to(device)
     collector = COLLECTORS.build(
-        "collector", config["collector"], make_env=env_maker(env_node, transforms), policy=loss.policy,
-        total_frames=trainer.total_frames, device=device, seed=seed,
+        "collector",
+        config["collector"],
+        make_env=env_maker(env_node, transforms),
+        policy=loss.policy,
+        total_frames=trainer.total_frames,
+        device=device,
+        seed=seed,
+        protocol=Collector,
     )
     try:
-        buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape)
+        buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape, protocol=Buffer)
         check_buffer(config, loss, buffer)
         optimizers = build_optimizers(config, loss)
         eval_env = VectorEnv(single_env(env_node), trainer.eval_episodes, transforms, False)
@@ -164,7 +170,9 @@ def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.
 def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
     """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space."""
     return tuple(
-        TRANSFORMS.build(f"transforms.{name}", {"name": name, **(kwargs or {})}, observation_space)
+        TRANSFORMS.build(
+            f"transforms.{name}", {"name": name, **(kwargs or {})}, observation_space, protocol=TransformLike
+        )
         for name, kwargs in node.items()
     )
 
@@ -188,7 +196,7 @@ def build_loss(config: Mapping[str, Any], observation_space: gymnasium.Space, ac
         return NETWORKS.build("network", config["network"], space, out_features)
 
     factory: NetworkFactory = network
-    return LOSSES.build("loss", node, observation_space, action_space, factory)
+    return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:
@@ -262,11 +270,15 @@ def build_optimizers(config: Mapping[str, Any], loss: Loss) -> Optimizers:
     for group, params in groups.items():
         for p in params:
             if id(p) in seen:
-                raise PluginError(f"loss {config['loss']['name']!r}: a parameter is in both "
-                                  f"param_groups {seen[id(p)]!r} and {group!r}")
+                raise PluginError(
+                    f"loss {config['loss']['name']!r}: a parameter is in both "
+                    f"param_groups {seen[id(p)]!r} and {group!r}"
+                )
             seen[id(p)] = group
     missing = sum(1 for p in loss.parameters() if p.requires_grad and id(p) not in seen)
     if missing:
-        raise PluginError(f"loss {config['loss']['name']!r}: {missing} trainable parameters are in "
-                          f"none of its param_groups ({', '.join(groups)})")
+        raise PluginError(
+            f"loss {config['loss']['name']!r}: {missing} trainable parameters are in "
+            f"none of its param_groups ({', '.join(groups)})"
+        )
     return make_optimizers(config["optim"], groups)

@@ -39,9 +39,7 @@ class TrainingDisplay:
             console=self.console,
             disable=not self.console.is_terminal,  # logs and pipes get eval lines and the summary
         )
-        self.task = self.progress.add_task(
-            title, total=total_frames, fps="-", rollout="-", eval="-", losses=""
-        )
+        self.task = self.progress.add_task(title, total=total_frames, fps="-", rollout="-", eval="-", losses="")
 
     def __enter__(self) -> TrainingDisplay:
         self.progress.start()

@@ -163,9 +163,7 @@ class Registry:
         entry = self._entries.get(name)
         return None if entry is None else entry.distribution
 
-    def build(
-        self, key: str, node: Mapping[str, Any], *args: Any, protocol: type | None = None, **extra: Any
-    ) -> Any:
+    def build(self, key: str, node: Mapping[str, Any], *args: Any, protocol: type | None = None, **extra: Any) -> Any:
         """Build the entry named by ``node["name"]`` with the node's other keys as kwargs.
 
         Args:
@@ -222,10 +220,7 @@ def check_kwargs(
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         for name, value in kwargs.items():
             if name not in valid:
-                message = (
-                    f"{key}.{name}={value!r}: {key} has no key {name!r}. "
-                    f"Valid keys: name, {', '.join(valid)}."
-                )
+                message = f"{key}.{name}={value!r}: {key} has no key {name!r}. Valid keys: name, {', '.join(valid)}."
                 suggestion = closest(name, valid)
                 if suggestion is not None:
                     message += f" Did you mean {suggestion!r}?"
@@ -267,9 +262,7 @@ def protocol_members(protocol: type) -> dict[str, str]:
     return members
 
 
-def check_conforms(
-    kind: str, name: str, obj: Any, protocol: type, *, distribution: str | None = None
-) -> None:
+def check_conforms(kind: str, name: str, obj: Any, protocol: type, *, distribution: str | None = None) -> None:
     """Check that ``obj``, built by the ``kind`` entry ``name``, has every member of ``protocol``.
 
     Structural only (present, and callable where the protocol declares a method), like
@@ -310,8 +303,7 @@ def check_conforms(
     if not_callable:
         problems.append(f"not callable: {', '.join(not_callable)}")
     raise PluginError(
-        f"{kind} {name!r}{origin} built a {type(obj).__name__} that does not implement {where}: "
-        f"{'; '.join(problems)}."
+        f"{kind} {name!r}{origin} built a {type(obj).__name__} that does not implement {where}: {'; '.join(problems)}."
     )
 
 
@@ -323,8 +315,15 @@ BUFFERS = Registry("buffer", "rlplat.buffers")
 LOSSES = Registry("loss", "rlplat.losses")
 OPTIMIZERS = Registry("optimizer", "rlplat.optimizers")
 
-BUILTIN_MODULES = ("rlplat.envs", "rlplat.transforms", "rlplat.networks", "rlplat.collectors",
-                   "rlplat.buffers", "rlplat.losses", "rlplat.optim")
+BUILTIN_MODULES = (
+    "rlplat.envs",
+    "rlplat.transforms",
+    "rlplat.networks",
+    "rlplat.collectors",
+    "rlplat.buffers",
+    "rlplat.losses",
+    "rlplat.optim",
+)
 """Modules whose import registers rlplat's own entries (each must also be an entry point)."""
 
 REGISTRIES: dict[str, Registry] = {

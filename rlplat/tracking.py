@@ -38,9 +38,7 @@ def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def git_commit(directory: Path) -> str | None:
     """The commit checked out in ``directory``, or None outside a git work tree."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5
-        )
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -56,8 +56,13 @@ class TrainerConfig:
     objective: str
 
     def __post_init__(self) -> None:
-        for key, minimum in (("total_frames", 1), ("num_threads", 1), ("eval_every_frames", 0),
-                             ("eval_episodes", 1), ("log_every_frames", 0)):
+        for key, minimum in (
+            ("total_frames", 1),
+            ("num_threads", 1),
+            ("eval_every_frames", 0),
+            ("eval_episodes", 1),
+            ("log_every_frames", 0),
+        ):
             _check_int(key, getattr(self, key), minimum)
         for key, valid in (("device", DEVICES), ("lr_schedule", LR_SCHEDULES), ("objective", FINAL_METRICS)):
             if getattr(self, key) not in valid:
@@ -213,7 +218,7 @@ class Trainer:
         if outputs:
             for key, value in torch.stack(outputs).mean().items():
                 prefix = keys.LOSS_PREFIX
-                name = f"loss/{key[len(prefix):]}" if key.startswith(prefix) else f"train/{key}"
+                name = f"loss/{key[len(prefix) :]}" if key.startswith(prefix) else f"train/{key}"
                 metrics[name] = value.item()
         return metrics
 

@@ -38,17 +38,27 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
 
     evals = client.get_metric_history(run.info.run_id, "eval/return_mean")
     assert [m.step for m in evals] == [128, 256]
-    for metric in ("eval/return_std", "rollout/return_mean", "time/fps", "loss/objective", "loss/critic", "train/approx_kl"):
+    for metric in (
+        "eval/return_std",
+        "rollout/return_mean",
+        "time/fps",
+        "loss/objective",
+        "loss/critic",
+        "train/approx_kl",
+    ):
         assert metric in run.data.metrics, metric
     assert [m.step for m in client.get_metric_history(run.info.run_id, "time/fps")] == [128, 256]
 
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "hydra", "checkpoints"} <= artifacts
     assert {a.path for a in client.list_artifacts(run.info.run_id, "hydra")} >= {
-        "hydra/config.yaml", "hydra/hydra.yaml", "hydra/overrides.yaml"
+        "hydra/config.yaml",
+        "hydra/hydra.yaml",
+        "hydra/overrides.yaml",
     }
     assert {a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")} == {
-        "checkpoints/final.pt", "checkpoints/best.pt"
+        "checkpoints/final.pt",
+        "checkpoints/best.pt",
     }
 
 
@@ -74,7 +84,9 @@ def test_bad_input_exits_non_zero_with_one_clear_message_and_writes_nothing(arg,
 
 
 def test_full_error_shows_the_traceback(tmp_path, store):
-    result = cli("rlplat-train", "trainer.total_frames=-5", f"tracking.uri={store}", cwd=tmp_path, env={"HYDRA_FULL_ERROR": "1"})
+    result = cli(
+        "rlplat-train", "trainer.total_frames=-5", f"tracking.uri={store}", cwd=tmp_path, env={"HYDRA_FULL_ERROR": "1"}
+    )
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 
@@ -86,7 +98,8 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exploding-env\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[rlplat.envs]\nexploding = exploding_env:make\n")
-    (site / "exploding_env.py").write_text(textwrap.dedent("""
+    (site / "exploding_env.py").write_text(
+        textwrap.dedent("""
         import gymnasium
 
         class Explode(gymnasium.Wrapper):
@@ -99,8 +112,11 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
 
         def make():
             return Explode(gymnasium.make("CartPole-v1"))
-    """))
-    result = cli("rlplat-train", "env=exploding", f"tracking.uri={store}", *TINY, cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    """)
+    )
+    result = cli(
+        "rlplat-train", "env=exploding", f"tracking.uri={store}", *TINY, cwd=tmp_path, env={"PYTHONPATH": str(site)}
+    )
     assert result.returncode != 0
     assert "boom at step 40" in result.stderr
     client = MlflowClient(tracking_uri=store)
@@ -111,9 +127,9 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
 
 def compatible_pairs():
     """Every algo preset with every env preset whose action space it can act in."""
+    from rlplat.build import action_spaces
     from rlplat.hydra_ext import compose_config, yaml_options
     from rlplat.registry import ENVS, LOSSES
-    from rlplat.build import action_spaces
 
     pairs = []
     for env in sorted(yaml_options("env")):

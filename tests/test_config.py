@@ -8,15 +8,16 @@ import pytest
 import torch
 from conftest import TINY, tiny
 
+from rlplat.build import build
 from rlplat.hydra_ext import compose_config, group_options, route, unroute, yaml_options
 from rlplat.registry import REGISTRIES, ConfigError
-from rlplat.build import build
 from rlplat.trainer import Trainer
 
 
 def make_trainer(overrides, output_dir):
     built = build(compose_config(overrides))
     return Trainer(built.parts, built.trainer, output_dir)
+
 
 PAIRS = [(algo, env) for algo in sorted(yaml_options("algo")) for env in sorted(yaml_options("env"))]
 
@@ -49,9 +50,9 @@ def test_every_yaml_key_has_a_comment():
             continue
         for line in path.read_text().splitlines():
             body = line.strip()
-            if body and not body.startswith(("#", "-")) and ":" in body and "#" not in body:
-                if not body.endswith(":"):  # a key with a value and no comment
-                    uncommented.append(f"{path.name}: {body}")
+            keyed = body and not body.startswith(("#", "-")) and ":" in body and "#" not in body
+            if keyed and not body.endswith(":"):  # a key with a value and no comment
+                uncommented.append(f"{path.name}: {body}")
     assert not uncommented, uncommented
 
 
@@ -75,7 +76,10 @@ def test_tuned_preset_is_applied_for_its_pair_only():
 @pytest.mark.parametrize(
     "arg,needle",
     [
-        ("algo=ppoo", "algo='ppoo' is not known. Valid: a2c, ddpg, dqn, ppo, ppo_kl, reinforce, sac, td3. Did you mean 'ppo'?"),
+        (
+            "algo=ppoo",
+            "algo='ppoo' is not known. Valid: a2c, ddpg, dqn, ppo, ppo_kl, reinforce, sac, td3. Did you mean 'ppo'?",
+        ),
         ("env=pendulumm", "Did you mean 'pendulum'?"),
         ("env=cartpole,pendulumm", "env='pendulumm'"),
     ],

@@ -30,7 +30,7 @@ def test_truncation_gives_final_observation_and_bootstrap_flags():
     env = VectorEnv(make, num_envs=2)
     env.reset(seed=0)
     zero = torch.zeros(2, 1)  # normalised 0 is torque 0 in [-2, 2]
-    for t in range(5):
+    for _ in range(5):
         step = env.step(zero)
     for i in range(2):
         end, final_obs, reset_obs, terminated, truncated = reference_episode(
@@ -76,7 +76,9 @@ def test_rollouts_chain_observations_except_across_episode_ends(env_id, limit):
         lambda: gymnasium.make(env_id, max_episode_steps=limit), n, vectorization=vectorization
     )
     space = make(1, "sync").action_space
-    collector = SyncCollector(make, RandomPolicy(space), 1000, torch.device("cpu"), seed=0, num_envs=3, steps_per_env=20)
+    collector = SyncCollector(
+        make, RandomPolicy(space), 1000, torch.device("cpu"), seed=0, num_envs=3, steps_per_env=20
+    )
     first, second = collector.rollout(), collector.rollout()
     assert first.batch_size == torch.Size([20, 3])
     for rollout in (first, second):
@@ -88,8 +90,10 @@ def test_rollouts_chain_observations_except_across_episode_ends(env_id, limit):
         same = (nxt == obs).all(-1, keepdim=True)
         assert same[~done[:-1]].all()  # within an episode s_{t+1} is the next step's s
         assert not same[done[:-1]].any()  # across an end, the next step starts a new episode
-    torch.testing.assert_close(first[keys.NEXT_OBSERVATION][-1][~first[keys.NEXT_DONE][-1].squeeze(-1)],
-                               second[keys.OBSERVATION][0][~first[keys.NEXT_DONE][-1].squeeze(-1)])
+    torch.testing.assert_close(
+        first[keys.NEXT_OBSERVATION][-1][~first[keys.NEXT_DONE][-1].squeeze(-1)],
+        second[keys.OBSERVATION][0][~first[keys.NEXT_DONE][-1].squeeze(-1)],
+    )
     assert collector.frames == 120
 
 

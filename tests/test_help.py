@@ -10,8 +10,15 @@ from test_registry import install_distribution
 
 from rlplat.hydra_ext import GROUPS, PRESET_GROUPS, group_options
 
-STABLE_OVERRIDES = ("algo=", "env=", "seed=", "trainer.total_frames=", "trainer.device=", "tracking.uri=",
-                    "tracking.experiment=")
+STABLE_OVERRIDES = (
+    "algo=",
+    "env=",
+    "seed=",
+    "trainer.total_frames=",
+    "trainer.device=",
+    "tracking.uri=",
+    "tracking.experiment=",
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +32,12 @@ def help_text(tmp_path_factory) -> str:
 def test_help_opens_with_rlplats_usage_and_examples(help_text):
     assert help_text.startswith("rlplat-train: train a reinforcement-learning agent")
     assert "Usage:\n  rlplat-train [key=value ...]" in help_text
-    for example in ("rlplat-train algo=ppo env=pendulum", "rlplat-train -m algo=ppo,a2c env=cartpole seed=0,1,2",
-                    "rlplat-train -m +sweep=ppo_pendulum_hpo", "--cfg job"):
+    for example in (
+        "rlplat-train algo=ppo env=pendulum",
+        "rlplat-train -m algo=ppo,a2c env=cartpole seed=0,1,2",
+        "rlplat-train -m +sweep=ppo_pendulum_hpo",
+        "--cfg job",
+    ):
         assert example in help_text, example
 
 
@@ -65,9 +76,12 @@ def test_help_imports_neither_torch_mlflow_nor_optuna(tmp_path):
 
 def test_help_shows_a_plugins_env_and_its_yaml_presets(tmp_path):
     site = tmp_path / "site"
-    install_distribution(site, "rlplat-help-demo", {"rlplat.envs": {"demo_env": "help_demo:make"},
-                                                    "rlplat.conf": {"help_demo": "help_demo_conf"}},
-                         {"help_demo.py": "def make():\n    raise RuntimeError('never built by --help')\n"})
+    install_distribution(
+        site,
+        "rlplat-help-demo",
+        {"rlplat.envs": {"demo_env": "help_demo:make"}, "rlplat.conf": {"help_demo": "help_demo_conf"}},
+        {"help_demo.py": "def make():\n    raise RuntimeError('never built by --help')\n"},
+    )
     (site / "help_demo_conf" / "env").mkdir(parents=True)
     (site / "help_demo_conf" / "__init__.py").write_text("")
     (site / "help_demo_conf" / "env" / "demo_preset.yaml").write_text("name: demo_env  # the plugin's env\n")

@@ -14,26 +14,59 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_wheel_ships_the_config_groups_and_runs_from_them(tmp_path):
     source = tmp_path / "source"  # build from a copy: setuptools leaves build/ and *.egg-info behind
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__", ".*_cache", "examples"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__", ".*_cache", "examples"
+        ),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
-        check=True, capture_output=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
     )
     [wheel] = tmp_path.glob("rlplat-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for path in ("rlplat/conf/config.yaml", "rlplat/conf/algo/ppo.yaml", "rlplat/conf/env/pendulum.yaml",
-                 "rlplat/conf/tuned/ppo_pendulum.yaml", "hydra_plugins/rlplat_searchpath/__init__.py"):
+    for path in (
+        "rlplat/conf/config.yaml",
+        "rlplat/conf/algo/ppo.yaml",
+        "rlplat/conf/env/pendulum.yaml",
+        "rlplat/conf/tuned/ppo_pendulum.yaml",
+        "hydra_plugins/rlplat_searchpath/__init__.py",
+    ):
         assert path in names, path
 
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
     result = subprocess.run(
-        [sys.executable, "-c", "import rlplat, sys; print(rlplat.__file__); sys.argv[1:] = ['env=cartpole', '--cfg', 'job'];"
-         " from rlplat.cli.train import main; main()"],
-        cwd=tmp_path, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import rlplat, sys; print(rlplat.__file__); sys.argv[1:] = ['env=cartpole', '--cfg', 'job'];"
+            " from rlplat.cli.train import main; main()",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith(str(site))

@@ -35,12 +35,26 @@ def site(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("plugins")
     sources = []
     for name in PLUGINS:  # build from copies, so no build/ or egg-info lands in the repo
-        shutil.copytree(EXAMPLES / name, root / name, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        shutil.copytree(
+            EXAMPLES / name, root / name, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+        )
         sources.append(str(root / name))
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
-         "--target", str(root / "site"), *sources],
-        check=False, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "--target",
+            str(root / "site"),
+            *sources,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     return root / "site"
@@ -87,7 +101,9 @@ def test_example_entries_build_from_their_yaml_and_keep_the_contracts(example):
 
 def test_example_yaml_keys_all_have_a_comment(example):
     uncommented = [
-        f"{path.name}: {line}" for path in example.rglob("*.yaml") for line in path.read_text().splitlines()
+        f"{path.name}: {line}"
+        for path in example.rglob("*.yaml")
+        for line in path.read_text().splitlines()
         if ":" in line and not line.strip().startswith("#") and not line.rstrip().endswith(":") and "#" not in line
     ]
     assert not uncommented, uncommented
@@ -103,7 +119,12 @@ def test_example_plugins_own_conformance_tests_pass_against_the_installed_plugin
     tests = site.parent / "rlplat-example-plugin" / "tests"  # the site fixture's copy: no bytecode lands in the repo
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tests.parent), str(tests)],
-        cwd=tmp_path, env={**os.environ, **pythonpath(site)}, check=False, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, **pythonpath(site)},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
@@ -114,7 +135,7 @@ def section(output: str, title: str) -> list[list[str]]:
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
     rows = []
-    for line in lines[start + 3:]:  # title, header, rule
+    for line in lines[start + 3 :]:  # title, header, rule
         if not line.strip():
             break
         rows.append(line.split())
@@ -153,11 +174,16 @@ def test_list_one_kind_as_a_module_reports_two_distributions_claiming_one_name(s
     clash = tmp_path / "clash"
     for dist in ("rlplat-twin-a", "rlplat-twin-b"):
         module = dist.replace("-", "_")
-        install_distribution(clash, dist, {"rlplat.envs": {"twin": f"{module}:make"}},
-                             {f"{module}.py": "def make():\n    return None\n"})
+        install_distribution(
+            clash, dist, {"rlplat.envs": {"twin": f"{module}:make"}}, {f"{module}.py": "def make():\n    return None\n"}
+        )
     result = subprocess.run(
         [sys.executable, "-m", "rlplat.cli.list", "--kind", "env"],
-        cwd=tmp_path, env={**os.environ, **pythonpath(site, clash)}, check=False, capture_output=True, text=True,
+        cwd=tmp_path,
+        env={**os.environ, **pythonpath(site, clash)},
+        check=False,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     assert has_row(section(result.stdout, "env entries"), "point_mass", "rlplat-example-plugin")
@@ -176,8 +202,16 @@ def test_list_unknown_kind_names_the_valid_kinds(tmp_path):
 
 
 def test_plugin_env_network_and_tuned_preset_train_end_to_end_beside_a_broken_plugin(site, tmp_path, store):
-    result = cli("rlplat-train", "algo=ppo", "env=point_mass", "network=residual_mlp", *TINY,
-                 f"tracking.uri={store}", cwd=tmp_path, env=pythonpath(site))
+    result = cli(
+        "rlplat-train",
+        "algo=ppo",
+        "env=point_mass",
+        "network=residual_mlp",
+        *TINY,
+        f"tracking.uri={store}",
+        cwd=tmp_path,
+        env=pythonpath(site),
+    )
     assert result.returncode == 0, result.stderr
 
     client = MlflowClient(tracking_uri=store)
@@ -193,8 +227,9 @@ def test_plugin_env_network_and_tuned_preset_train_end_to_end_beside_a_broken_pl
 
 
 def test_selecting_the_broken_plugin_stops_with_one_message_and_records_nothing(site, tmp_path, store):
-    result = cli("rlplat-train", "algo=ppo", "env=broken_env", *TINY, f"tracking.uri={store}",
-                 cwd=tmp_path, env=pythonpath(site))
+    result = cli(
+        "rlplat-train", "algo=ppo", "env=broken_env", *TINY, f"tracking.uri={store}", cwd=tmp_path, env=pythonpath(site)
+    )
     assert result.returncode == 2
     message = result.stderr.strip()
     assert message.startswith("rlplat-train: error:") and len(message.splitlines()) == 1, message

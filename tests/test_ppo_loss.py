@@ -110,7 +110,12 @@ def test_preprocess_uses_values_of_true_next_observations():
 
 
 @pytest.mark.parametrize(
-    "kwargs,key", [({"gamma": 1.5}, "loss.gamma"), ({"clip_epsilon": 0.0}, "loss.clip_epsilon"), ({"value_clip": -1.0}, "loss.value_clip")]
+    "kwargs,key",
+    [
+        ({"gamma": 1.5}, "loss.gamma"),
+        ({"clip_epsilon": 0.0}, "loss.clip_epsilon"),
+        ({"value_clip": -1.0}, "loss.value_clip"),
+    ],
 )
 def test_ppo_loss_rejects_bad_coefficients(kwargs, key):
     with pytest.raises(ConfigError, match=key):

@@ -70,7 +70,9 @@ def test_register_twice_is_an_error():
 
 def test_plugins_are_listed_without_import_and_loaded_on_first_use(site):
     install_distribution(
-        site, "fakeplugin-good", {"rlplat_test.things": {"good": "fakeplugin_good:make"}},
+        site,
+        "fakeplugin-good",
+        {"rlplat_test.things": {"good": "fakeplugin_good:make"}},
         {"fakeplugin_good.py": "def make(size=1):\n    return ('good', size)\n"},
     )
     registry = Registry("thing", "rlplat_test.things")
@@ -84,11 +86,15 @@ def test_plugins_are_listed_without_import_and_loaded_on_first_use(site):
 
 def test_broken_plugin_breaks_only_its_own_lookup(site):
     install_distribution(
-        site, "fakeplugin-broken", {"rlplat_test.mixed": {"broken": "fakeplugin_broken:make"}},
+        site,
+        "fakeplugin-broken",
+        {"rlplat_test.mixed": {"broken": "fakeplugin_broken:make"}},
         {"fakeplugin_broken.py": "import no_such_module_anywhere\n"},
     )
     install_distribution(
-        site, "fakeplugin-fine", {"rlplat_test.mixed": {"fine": "fakeplugin_fine:make"}},
+        site,
+        "fakeplugin-fine",
+        {"rlplat_test.mixed": {"fine": "fakeplugin_fine:make"}},
         {"fakeplugin_fine.py": "def make():\n    return 'fine'\n"},
     )
     registry = Registry("thing", "rlplat_test.mixed")
@@ -106,7 +112,9 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(site):
     for dist in ("fakeplugin-one", "fakeplugin-two"):
         module = dist.replace("-", "_")
         install_distribution(
-            site, dist, {"rlplat_test.clash": {"same": f"{module}:make"}},
+            site,
+            dist,
+            {"rlplat_test.clash": {"same": f"{module}:make"}},
             {f"{module}.py": "def make():\n    return 1\n"},
         )
     registry = Registry("thing", "rlplat_test.clash")
@@ -140,7 +148,9 @@ def test_every_builtin_entry_is_declared_as_an_entry_point_of_rlplat():
 def test_listing_names_imports_no_torch(tmp_path):
     import subprocess
 
-    code = ("import sys; from rlplat.registry import REGISTRIES; names = [r.names() for r in REGISTRIES.values()];"
-            " assert 'ppo' in names[5], names; print('torch' in sys.modules)")
+    code = (
+        "import sys; from rlplat.registry import REGISTRIES; names = [r.names() for r in REGISTRIES.values()];"
+        " assert 'ppo' in names[5], names; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert out.strip() == "False"

@@ -50,7 +50,13 @@ def table_values(stdout: str) -> list[float]:
 
 def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorted(tmp_path, store):
     result = cli(
-        "rlplat-train", "-m", "algo=ppo,a2c", "env=cartpole", "seed=0,1,2", f"tracking.uri={store}", *TINY,
+        "rlplat-train",
+        "-m",
+        "algo=ppo,a2c",
+        "env=cartpole",
+        "seed=0,1,2",
+        f"tracking.uri={store}",
+        *TINY,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
@@ -82,8 +88,14 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
 
 def test_a_failing_job_ends_the_sweep_and_its_parent_run_failed(tmp_path, store):
     result = cli(
-        "rlplat-train", "-m", "algo=ppo", "env=cartpole", "trainer.total_frames=256,-5",
-        f"tracking.uri={store}", *TINY[1:], cwd=tmp_path,
+        "rlplat-train",
+        "-m",
+        "algo=ppo",
+        "env=cartpole",
+        "trainer.total_frames=256,-5",
+        f"tracking.uri={store}",
+        *TINY[1:],
+        cwd=tmp_path,
     )
     assert result.returncode != 0
     assert "trainer.total_frames=-5" in result.stderr
@@ -139,10 +151,14 @@ def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_p
     ("args", "needles"),
     [
         (["+sweep=ppo_pendulum_hpoo"], ["sweep='ppo_pendulum_hpoo'", "Did you mean 'ppo_pendulum_hpo'"]),
-        (["+sweep=ppo_pendulum_hpo", "hydra.sweeper.pruner.name=medain"],
-         ["hydra.sweeper.pruner.name='medain'", "median, successive_halving, none"]),
-        (["+sweep=ppo_pendulum_hpo", "++hydra.sweeper.params={optim.lrr: 'interval(0.1, 0.2)'}"],
-         ["hydra.sweeper.params.optim.lrr", "Did you mean 'optim.lr'"]),
+        (
+            ["+sweep=ppo_pendulum_hpo", "hydra.sweeper.pruner.name=medain"],
+            ["hydra.sweeper.pruner.name='medain'", "median, successive_halving, none"],
+        ),
+        (
+            ["+sweep=ppo_pendulum_hpo", "++hydra.sweeper.params={optim.lrr: 'interval(0.1, 0.2)'}"],
+            ["hydra.sweeper.params.optim.lrr", "Did you mean 'optim.lr'"],
+        ),
     ],
 )
 def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needles, tmp_path, store):
@@ -161,8 +177,15 @@ def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needl
 
 def test_parallel_launcher_records_every_job_in_one_sqlite_store(tmp_path, store):
     result = cli(
-        "rlplat-train", "-m", "hydra/launcher=parallel", "algo=ppo", "env=cartpole", "seed=0,1,2,3",
-        f"tracking.uri={store}", *TINY, cwd=tmp_path,
+        "rlplat-train",
+        "-m",
+        "hydra/launcher=parallel",
+        "algo=ppo",
+        "env=cartpole",
+        "seed=0,1,2,3",
+        f"tracking.uri={store}",
+        *TINY,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert "locked" not in result.stderr and "Joblib" in result.stderr + result.stdout
@@ -217,7 +240,11 @@ def test_ray_launcher_runs_a_sweep_on_a_local_ray_head_with_a_tracking_server(tm
     try:
         result = subprocess.run(
             ["unshare", "--net", "--pid", "--fork", "--mount-proc", "bash", "ray_sweep.sh"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=400, check=False,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
         )
     finally:
         shutil.rmtree(ray_dir, ignore_errors=True)
@@ -274,8 +301,9 @@ def test_launcher_configs_compose_against_their_plugins_schemas(launcher, plugin
     fail here; the Slurm one cannot run without a cluster, the others run in the tests above."""
     if importlib.util.find_spec(plugin) is None:
         pytest.skip(f"{plugin} is not installed (pip install 'rlplat[slurm]' / 'rlplat[ray]')")
-    result = cli("rlplat-train", f"hydra/launcher={launcher}", "--cfg", "hydra", "--package", "hydra.launcher",
-                 cwd=tmp_path)
+    result = cli(
+        "rlplat-train", f"hydra/launcher={launcher}", "--cfg", "hydra", "--package", "hydra.launcher", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     for needle in needles:
         assert needle in result.stdout
@@ -292,8 +320,10 @@ def test_concurrent_jobs_create_a_new_sqlite_store_without_errors(tmp_path):
         tracker.end("FINISHED")
         """
     )
-    processes = [subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-                 for _ in range(4)]
+    processes = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     errors = [p.communicate(timeout=120)[1] for p in processes]
     assert [p.returncode for p in processes] == [0, 0, 0, 0], errors
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/new.db")

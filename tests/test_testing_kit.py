@@ -68,7 +68,9 @@ def builtins() -> list[tuple[str, str, dict]]:
     return cases
 
 
-@pytest.mark.parametrize(("kind", "name", "kwargs"), builtins(), ids=lambda v: str(v) if not isinstance(v, dict) else "")
+@pytest.mark.parametrize(
+    ("kind", "name", "kwargs"), builtins(), ids=lambda v: str(v) if not isinstance(v, dict) else ""
+)
 def test_every_builtin_entry_passes_the_kit(kind, name, kwargs):
     CHECKS[kind](name, kwargs)
 
@@ -146,7 +148,9 @@ def int_flags():
 
 
 def test_an_env_with_int_terminated_is_named():
-    with pytest.raises(AssertionError, match="env 'int_flags': step.. returned terminated=0 of type int; it must be a bool"):
+    with pytest.raises(
+        AssertionError, match="env 'int_flags': step.. returned terminated=0 of type int; it must be a bool"
+    ):
         check_env(int_flags)
 
 
@@ -188,7 +192,9 @@ def test_a_loss_missing_methods_is_named_with_every_missing_member():
     with pytest.raises(AssertionError) as error:
         check_loss(NoUpdateLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
     message = str(error.value)
-    assert message.startswith("loss 'NoUpdateLoss' built a NoUpdateLoss that does not implement rlplat.losses.base.Loss")
+    assert message.startswith(
+        "loss 'NoUpdateLoss' built a NoUpdateLoss that does not implement rlplat.losses.base.Loss"
+    )
     assert "missing after_update(), param_groups()." in message
 
 
@@ -210,7 +216,10 @@ class LeakyLoss(NoUpdateLoss):
         pass
 
     def param_groups(self):
-        return {"actor": list(self.policy.parameters()), **({"extra": [self.extra]} if self.leak == "diagnostic" else {})}
+        return {
+            "actor": list(self.policy.parameters()),
+            **({"extra": [self.extra]} if self.leak == "diagnostic" else {}),
+        }
 
 
 def test_a_diagnostic_with_gradients_is_named():
@@ -232,7 +241,10 @@ class Reshaping(Transform):
 
 
 def test_a_transform_that_changes_the_shape_is_named():
-    with pytest.raises(AssertionError, match=r"transform 'Reshaping': transform_observation returned \[16\] torch.float32 for input \[4, 4\] float32"):
+    with pytest.raises(
+        AssertionError,
+        match=r"transform 'Reshaping': transform_observation returned \[16\] torch.float32 for input \[4, 4\] float32",
+    ):
         check_transform(Reshaping)
 
 
@@ -249,7 +261,9 @@ class Forgetful(Transform):
 
 
 def test_a_transform_whose_state_is_not_checkpointed_is_named():
-    with pytest.raises(AssertionError, match="after a state_dict round trip a fresh instance maps observations differently"):
+    with pytest.raises(
+        AssertionError, match="after a state_dict round trip a fresh instance maps observations differently"
+    ):
         check_transform(Forgetful)
 
 
@@ -287,11 +301,24 @@ class LoudGreeter(Greeter, Protocol):
 def test_protocol_members_are_read_from_the_protocols_own_bodies():
     assert protocol_members(Greeter) == {"name": "attribute", "greet": "method", "__call__": "method"}
     assert protocol_members(LoudGreeter) == {
-        "volume": "attribute", "shout": "method", "name": "attribute", "greet": "method", "__call__": "method",
+        "volume": "attribute",
+        "shout": "method",
+        "name": "attribute",
+        "greet": "method",
+        "__call__": "method",
     }
     members = protocol_members(Loss)
-    assert {"policy", "on_policy", "sequence_length", "preprocess", "__call__", "after_update", "parameters",
-            "param_groups", "state_dict"} == set(members)
+    assert {
+        "policy",
+        "on_policy",
+        "sequence_length",
+        "preprocess",
+        "__call__",
+        "after_update",
+        "parameters",
+        "param_groups",
+        "state_dict",
+    } == set(members)
 
 
 def test_check_conforms_names_every_missing_member():
@@ -326,7 +353,9 @@ def test_check_conforms_passes_a_conforming_object():
 def test_build_with_a_protocol_names_the_plugins_distribution(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     install_distribution(
-        tmp_path, "fakeplugin-greeter", {"rlplat_test.greeters": {"mute": "fakeplugin_greeter:Mute"}},
+        tmp_path,
+        "fakeplugin-greeter",
+        {"rlplat_test.greeters": {"mute": "fakeplugin_greeter:Mute"}},
         {"fakeplugin_greeter.py": "class Mute:\n    name = 'mute'\n"},
     )
     registry = Registry("greeter", "rlplat_test.greeters")

@@ -72,9 +72,7 @@ def test_reward_scale_divides_by_std_of_discounted_return_and_resets_at_episode_
     assert out.min() > 1.0
     assert scale._discounted.abs().max() == 0.0  # reset at the episode end
     raw = torch.tensor([[-3.0], [4.0]])
-    torch.testing.assert_close(
-        scale.transform_reward(raw, done, update=False).sign(), raw.sign()
-    )
+    torch.testing.assert_close(scale.transform_reward(raw, done, update=False).sign(), raw.sign())
 
 
 @pytest.mark.parametrize("kwargs,key", [({"clip": 0}, "obs_norm.clip"), ({"clip": -1.0}, "obs_norm.clip")])

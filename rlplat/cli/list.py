@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="rlplat-list",
         description="List registered components, YAML presets and plugins that failed to load.",
     )
-    parser.add_argument("--kind", help="only this registry kind (env, network, ...) or config group (algo, tuned, sweep, ...)")
+    parser.add_argument(
+        "--kind", help="only this registry kind (env, network, ...) or config group (algo, tuned, sweep, ...)"
+    )
     args = parser.parse_args(argv)
 
     sources, conf_failures = conf_sources()

@@ -64,8 +64,13 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
             else:
                 tags = _tags(cfg, algo, env, command, reporter)
                 summary = _recorded_fit(built, output_dir, tags, callbacks, job_start, reporter)
-        display.summary({"frames": int(summary["frames"]), "wall time (s)": summary["time/train_s"],
-                         **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"}})
+        display.summary(
+            {
+                "frames": int(summary["frames"]),
+                "wall time (s)": summary["time/train_s"],
+                **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"},
+            }
+        )
         return summary[built.trainer.objective]
     finally:
         built.parts.close()
@@ -81,8 +86,11 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
         uri = str(cfg.tracking.uri)
         if parent.uri != uri:
-            print(f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "
-                  "this run is not nested under the sweep's parent run", file=sys.stderr)
+            print(
+                f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "
+                "this run is not nested under the sweep's parent run",
+                file=sys.stderr,
+            )
         else:
             tags.update(child_tags(parent, HydraConfig.get()))
     if reporter is not None:
@@ -90,8 +98,9 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     return tags
 
 
-def _recorded_fit(built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Any],
-                  job_start: float, reporter: Any) -> dict[str, float]:
+def _recorded_fit(
+    built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Any], job_start: float, reporter: Any
+) -> dict[str, float]:
     """Fit inside an MLflow run that always ends FINISHED, KILLED (pruned) or FAILED."""
     from omegaconf import OmegaConf
 

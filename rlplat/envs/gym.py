@@ -9,9 +9,7 @@ import gymnasium
 from rlplat.registry import ConfigError
 
 
-def make_gym(
-    id: str, max_episode_steps: int | None = None, kwargs: dict[str, Any] | None = None
-) -> gymnasium.Env:
+def make_gym(id: str, max_episode_steps: int | None = None, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:
     """Make one gymnasium environment.
 
     Args:

@@ -59,9 +59,7 @@ class VectorEnv:
         if num_envs < 1:
             raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
         if vectorization not in VECTORIZATION:
-            raise ConfigError(
-                f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}"
-            )
+            raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
         vector_cls = gymnasium.vector.SyncVectorEnv if vectorization == "sync" else gymnasium.vector.AsyncVectorEnv
         self.env = vector_cls([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
         self.num_envs = num_envs

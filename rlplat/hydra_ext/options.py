@@ -18,8 +18,14 @@ from omegaconf import OmegaConf
 
 from rlplat.registry import REGISTRIES
 
-GROUPS = {"env": "env", "network": "network", "collector": "collector", "buffer": "buffer",
-          "loss": "loss", "optimizer": "optim"}
+GROUPS = {
+    "env": "env",
+    "network": "network",
+    "collector": "collector",
+    "buffer": "buffer",
+    "loss": "loss",
+    "optimizer": "optim",
+}
 """Registry kind -> Hydra config group whose options include that registry's names."""
 
 PRESET_GROUPS = ("algo", "tuned", "sweep")

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, group_options
 from rlplat.registry import ConfigError, unknown_name_message
 
-CHECKED_NODES = ("env", "network", "collector", "buffer", "loss", "optim", "transforms",
-                 "trainer", "tracking")
+CHECKED_NODES = ("env", "network", "collector", "buffer", "loss", "optim", "transforms", "trainer", "tracking")
 """Top-level nodes whose keys rlplat checks itself, with messages naming the valid keys."""
 
 _FORCE = "++"  # Hydra's override prefix: set the key, adding it when the config lacks it
@@ -72,8 +71,8 @@ def unroute(override: str) -> str:
         The override as the user typed it; overrides :func:`route` did not touch are unchanged.
     """
     key = override.split("=", 1)[0]
-    if override.startswith(_FORCE) and key[len(_FORCE):].split(".", 1)[0] in CHECKED_NODES:
-        return override[len(_FORCE):]
+    if override.startswith(_FORCE) and key[len(_FORCE) :].split(".", 1)[0] in CHECKED_NODES:
+        return override[len(_FORCE) :]
     return override
 
 

@@ -50,9 +50,17 @@ class A2CLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma=gamma, gae_lambda=gae_lambda, features=features,
-            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
-            entropy_coef=entropy_coef, value_coef=value_coef,
+            observation_space,
+            action_space,
+            network,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            features=features,
+            share_torso=share_torso,
+            log_std_init=log_std_init,
+            normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef,
+            value_coef=value_coef,
         )
 
     def forward(self, batch: TensorDict) -> TensorDict:

@@ -65,8 +65,12 @@ class ActorCriticLoss(nn.Module):
         super().__init__()
         check_unit_interval(gamma=gamma, gae_lambda=gae_lambda)
         self.agent = ActorCritic(
-            observation_space, action_space, network,
-            features=features, share_torso=share_torso, log_std_init=log_std_init,
+            observation_space,
+            action_space,
+            network,
+            features=features,
+            share_torso=share_torso,
+            log_std_init=log_std_init,
         )
         self.policy = self.agent
         self.gamma = gamma

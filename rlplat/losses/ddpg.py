@@ -46,8 +46,17 @@ class DDPGLoss(TD3Loss):
         features: int = 256,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma=gamma, tau=tau, policy_delay=1,
-            target_policy_noise=0.0, target_noise_clip=0.0, num_critics=1,
-            exploration_noise=exploration_noise, noise_type=noise_type, warmup_frames=warmup_frames,
+            observation_space,
+            action_space,
+            network,
+            gamma=gamma,
+            tau=tau,
+            policy_delay=1,
+            target_policy_noise=0.0,
+            target_noise_clip=0.0,
+            num_critics=1,
+            exploration_noise=exploration_noise,
+            noise_type=noise_type,
+            warmup_frames=warmup_frames,
             features=features,
         )

@@ -101,8 +101,12 @@ class DQNLoss(nn.Module):
             chooser = self.q(next_observation) if self.double else next_q_target
             next_value = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).view(L, N, 1)
             target = n_step_return(
-                window[keys.NEXT_REWARD], next_value, window[keys.NEXT_DONE], window[keys.NEXT_TERMINATED],
-                self.gamma, self.n_step,
+                window[keys.NEXT_REWARD],
+                next_value,
+                window[keys.NEXT_DONE],
+                window[keys.NEXT_TERMINATED],
+                self.gamma,
+                self.n_step,
             )[0]  # [N, 1]
         first = window[0]
         q_taken = self.q(first[keys.OBSERVATION]).gather(-1, first[keys.ACTION].unsqueeze(-1))  # [N, 1]

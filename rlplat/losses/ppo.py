@@ -62,9 +62,17 @@ class PPOLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma=gamma, gae_lambda=gae_lambda, features=features,
-            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
-            entropy_coef=entropy_coef, value_coef=value_coef,
+            observation_space,
+            action_space,
+            network,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            features=features,
+            share_torso=share_torso,
+            log_std_init=log_std_init,
+            normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef,
+            value_coef=value_coef,
         )
         if clip_epsilon <= 0:
             raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")

@@ -52,9 +52,17 @@ class ReinforceLoss(ActorCriticLoss):
         log_std_init: float = 0.0,
     ) -> None:
         super().__init__(
-            observation_space, action_space, network, gamma=gamma, gae_lambda=1.0, features=features,
-            share_torso=share_torso, log_std_init=log_std_init, normalize_advantage=normalize_advantage,
-            entropy_coef=entropy_coef, value_coef=value_coef,
+            observation_space,
+            action_space,
+            network,
+            gamma=gamma,
+            gae_lambda=1.0,
+            features=features,
+            share_torso=share_torso,
+            log_std_init=log_std_init,
+            normalize_advantage=normalize_advantage,
+            entropy_coef=entropy_coef,
+            value_coef=value_coef,
         )
 
     @torch.no_grad()
@@ -62,8 +70,12 @@ class ReinforceLoss(ActorCriticLoss):
         """Add the reward-to-go ``value_target``, the baseline and ``advantage = G - b``."""
         baseline, next_baseline = self.state_values(rollout)
         returns = td_lambda_return(
-            rollout[keys.NEXT_REWARD], next_baseline, rollout[keys.NEXT_DONE], rollout[keys.NEXT_TERMINATED],
-            self.gamma, 1.0,
+            rollout[keys.NEXT_REWARD],
+            next_baseline,
+            rollout[keys.NEXT_DONE],
+            rollout[keys.NEXT_TERMINATED],
+            self.gamma,
+            1.0,
         )
         rollout[keys.STATE_VALUE] = baseline
         rollout[keys.VALUE_TARGET] = returns

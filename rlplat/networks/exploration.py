@@ -46,7 +46,9 @@ class EpsilonGreedy(_FrameCounter):
         exploration_frames: Frames over which epsilon decays linearly.
     """
 
-    def __init__(self, q: DiscreteQ, num_actions: int, epsilon_start: float, epsilon_end: float, exploration_frames: int) -> None:
+    def __init__(
+        self, q: DiscreteQ, num_actions: int, epsilon_start: float, epsilon_end: float, exploration_frames: int
+    ) -> None:
         super().__init__()
         for key, value in (("epsilon_start", epsilon_start), ("epsilon_end", epsilon_end)):
             if not 0.0 <= value <= 1.0:
@@ -100,7 +102,9 @@ class NoisyDeterministicPolicy(_BoxExplorer):
         warmup_frames: Frames of uniform random actions before the actor acts.
     """
 
-    def __init__(self, actor: DeterministicActor, action_dim: int, noise_type: str, noise_std: float, warmup_frames: int) -> None:
+    def __init__(
+        self, actor: DeterministicActor, action_dim: int, noise_type: str, noise_std: float, warmup_frames: int
+    ) -> None:
         super().__init__(action_dim, warmup_frames)
         if noise_type not in NOISE_TYPES:
             raise ConfigError(f"loss.noise_type={noise_type!r}: valid: {', '.join(NOISE_TYPES)}")

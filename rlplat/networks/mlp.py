@@ -45,9 +45,7 @@ class MLP(nn.Module):
         if not isinstance(observation_space, gymnasium.spaces.Box):
             raise ConfigError(f"network=mlp needs a Box observation space, got {observation_space}")
         if activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}"
-            )
+            raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
         sizes = [int(np.prod(observation_space.shape)), *hidden_sizes, out_features]
         if min(sizes[1:]) < 1:
             raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")

@@ -45,7 +45,9 @@ class DiscreteQ(nn.Module):
         return self.value(h) + advantage - advantage.mean(-1, keepdim=True)
 
 
-def state_action_space(observation_space: gymnasium.spaces.Box, action_space: gymnasium.spaces.Box) -> gymnasium.spaces.Box:
+def state_action_space(
+    observation_space: gymnasium.spaces.Box, action_space: gymnasium.spaces.Box
+) -> gymnasium.spaces.Box:
     """The flat Box of ``concat(observation, action)``, the input of a continuous critic."""
     size = int(np.prod(observation_space.shape)) + int(np.prod(action_space.shape))
     return gymnasium.spaces.Box(-np.inf, np.inf, (size,), np.float32)
@@ -62,9 +64,7 @@ class ContinuousQEnsemble(nn.Module):
 
     def __init__(self, network: NetworkFactory, num_critics: int, features: int) -> None:
         super().__init__()
-        self.critics = nn.ModuleList(
-            nn.Sequential(network(features), _head(features, 1)) for _ in range(num_critics)
-        )
+        self.critics = nn.ModuleList(nn.Sequential(network(features), _head(features, 1)) for _ in range(num_critics))
 
     def forward(self, observation: Tensor, action: Tensor) -> Tensor:
         x = torch.cat([observation.flatten(1), action], dim=-1)

@@ -125,8 +125,7 @@ def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parame
     for name in own:
         if name not in groups:
             raise ConfigError(
-                f"optim.{name}: the loss has no parameter group {name!r}. "
-                f"Its groups: {', '.join(groups)}."
+                f"optim.{name}: the loss has no parameter group {name!r}. Its groups: {', '.join(groups)}."
             )
     trainable = {g: [p for p in ps if p.requires_grad] for g, ps in groups.items()}
     units = [_unit(g, (g,), {**shared, **own[g]}, trainable[g]) for g in own if trainable[g]]
@@ -140,8 +139,9 @@ def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params:
     key = f"optim.{label}" if label else "optim"
     settings = dict(settings)
     clip = settings.pop(GRAD_CLIP_KEY, None)
-    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0
-                             or math.isinf(clip)):
+    if clip is not None and (
+        isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0 or math.isinf(clip)
+    ):
         raise ConfigError(f"{key}.{GRAD_CLIP_KEY}={clip!r}: must be a number > 0, or null to not clip")
     optimizer = OPTIMIZERS.build(key, settings, params)
     initial_lr = [group["lr"] for group in optimizer.param_groups]

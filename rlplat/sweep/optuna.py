@@ -329,8 +329,12 @@ class OptunaSearch:
         study_name = self.study_name or self.sweep_dir.name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
-            study_name=study_name, storage=open_storage(storage_spec), sampler=sampler, pruner=pruner,
-            direction=self.direction, load_if_exists=True,
+            study_name=study_name,
+            storage=open_storage(storage_spec),
+            sampler=sampler,
+            pruner=pruner,
+            direction=self.direction,
+            load_if_exists=True,
         )
         study.set_user_attr(PRUNER_ATTR, self.pruner_conf)
         log.info(f"Optuna study {study_name!r} in {storage_spec}: {self.n_trials} trials, {self.n_jobs} at once")
@@ -372,8 +376,7 @@ class OptunaSearch:
         if not any(s == optuna.trial.TrialState.COMPLETE for s in states):
             raise RuntimeError(f"Optuna study {study.study_name!r}: no trial completed ({summary})")
         best = study.best_trial
-        results = {"best_value": best.value, "best_params": best.params, "best_trial": best.number,
-                   "trials": counts}
+        results = {"best_value": best.value, "best_params": best.params, "best_trial": best.number, "trials": counts}
         OmegaConf.save(OmegaConf.create(results), self.sweep_dir / "optimization_results.yaml")
         console = Console(soft_wrap=True)
         console.print(f"[bold]Optuna[/bold]: {len(study.trials)} trials ({summary})")

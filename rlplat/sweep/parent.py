@@ -49,8 +49,16 @@ from rlplat.sweep.runs import (
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
 
 __all__ = [
-    "JOB_TAG", "OVERRIDES_TAG", "PARENT_TAG", "PRUNED_TAG", "SWEEP_TAG", "MlflowSweep", "ParentRun",
-    "active_parent", "child_tags", "log_to_active_parent",
+    "JOB_TAG",
+    "OVERRIDES_TAG",
+    "PARENT_TAG",
+    "PRUNED_TAG",
+    "SWEEP_TAG",
+    "MlflowSweep",
+    "ParentRun",
+    "active_parent",
+    "child_tags",
+    "log_to_active_parent",
 ]
 
 

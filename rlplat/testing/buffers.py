@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -111,7 +110,9 @@ def _check_batch(buffer_entry: Subject, buffer: Buffer, batch: Any, rollout: Ten
     )
     expected = set(rollout.keys(include_nested=True, leaves_only=True))
     got = set(batch.keys(include_nested=True, leaves_only=True))
-    buffer_entry.expect(got == expected, f"a batch has the keys {sorted(map(str, got))}; expected {sorted(map(str, expected))}")
+    buffer_entry.expect(
+        got == expected, f"a batch has the keys {sorted(map(str, got))}; expected {sorted(map(str, expected))}"
+    )
     for key in expected:
         want, have = rollout[key], batch[key]
         buffer_entry.expect(
@@ -140,7 +141,9 @@ def _check_traceable(buffer_entry: Subject, batch: TensorDict, rollout: TensorDi
         and (batch[keys.NEXT_REWARD] == f).all()
         and (batch[keys.NEXT_TERMINATED] == (f.remainder(7) == 0)).all()
     )
-    buffer_entry.expect(bool(whole), "a sample mixes keys of different transitions (e.g. one's observation with another's reward)")
+    buffer_entry.expect(
+        bool(whole), "a sample mixes keys of different transitions (e.g. one's observation with another's reward)"
+    )
     if batch.batch_dims == 2:
         steps = f[:, 1:] - f[:, :-1]
         buffer_entry.expect(

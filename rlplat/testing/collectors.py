@@ -106,8 +106,12 @@ def _build(
 
     with collector_entry.running("the constructor"):
         collector = collector_entry.build(
-            kwargs, make_env=make_env, policy=ObservationPolicy(action_space), total_frames=total_frames,
-            device=torch.device("cpu"), seed=seed,
+            kwargs,
+            make_env=make_env,
+            policy=ObservationPolicy(action_space),
+            total_frames=total_frames,
+            device=torch.device("cpu"),
+            seed=seed,
         )
     return collector, requested, spaces
 

@@ -129,7 +129,9 @@ def _check_steps(env_entry: Subject, env: gymnasium.Env, seed: int, steps: int) 
                 env.reset()
 
 
-def _check_vectorised(env_entry: Subject, kwargs: Mapping[str, Any] | None, seed: int, steps: int, num_envs: int) -> None:
+def _check_vectorised(
+    env_entry: Subject, kwargs: Mapping[str, Any] | None, seed: int, steps: int, num_envs: int
+) -> None:
     with env_entry.running(f"rlplat's VectorEnv ({num_envs} envs)"):
         env = VectorEnv(lambda: env_entry.build(kwargs), num_envs)
     try:

@@ -111,8 +111,16 @@ def _build(loss_entry: Subject, kwargs: Any, observation_space: Any, action_spac
     return loss
 
 
-def _check_in(loss_entry: Subject, loss: Loss, observation_space: Any, action_space: Any, rollout_shape: Any,
-              batch_size: int, updates: int, seed: int) -> None:
+def _check_in(
+    loss_entry: Subject,
+    loss: Loss,
+    observation_space: Any,
+    action_space: Any,
+    rollout_shape: Any,
+    batch_size: int,
+    updates: int,
+    seed: int,
+) -> None:
     """Every check of :func:`check_loss` in one action space."""
     what = f" (action_space={action_space})"
     check_policy(loss_entry, loss.policy, observation_space, action_space, seed)
@@ -234,8 +242,16 @@ def _minibatch(processed: TensorDict, batch_size: int, length: int, generator: t
     return processed[rows, env.unsqueeze(1).expand(-1, length)]
 
 
-def _check_updates(entry: Subject, loss: Loss, processed: TensorDict, groups: dict[str, list[nn.Parameter]],
-                   named: dict[str, nn.Parameter], batch_size: int, updates: int, seed: int) -> None:
+def _check_updates(
+    entry: Subject,
+    loss: Loss,
+    processed: TensorDict,
+    groups: dict[str, list[nn.Parameter]],
+    named: dict[str, nn.Parameter],
+    batch_size: int,
+    updates: int,
+    seed: int,
+) -> None:
     """``updates`` trainer-like updates; every trainable parameter gets a gradient in one."""
     length = int(loss.sequence_length)
     entry.expect(

@@ -59,7 +59,9 @@ def check_network(
     for width in (out_features, out_features + 3):
         with torso.running(f"the factory (observation_space={observation_space}, out_features={width})"):
             module = torso.build(kwargs, observation_space, width)
-        torso.expect(isinstance(module, nn.Module), f"the factory returned {type(module).__name__}, not a torch.nn.Module")
+        torso.expect(
+            isinstance(module, nn.Module), f"the factory returned {type(module).__name__}, not a torch.nn.Module"
+        )
         for n in (batch_size, 1):
             _check_forward(torso, module, observation_batch(observation_space, (n,), seed), width)
     _check_gradients(torso, module, observation_batch(observation_space, (batch_size,), seed), seed)

@@ -12,7 +12,9 @@ from rlplat import keys
 from rlplat.testing._common import Subject, shape_text
 
 
-def rollout_spec(obs_shape: tuple[int, ...], action_space: gymnasium.Space) -> dict[Any, tuple[tuple[int, ...], torch.dtype]]:
+def rollout_spec(
+    obs_shape: tuple[int, ...], action_space: gymnasium.Space
+) -> dict[Any, tuple[tuple[int, ...], torch.dtype]]:
     """Per-step shape (after the batch dims) and dtype of every key a collector yields."""
     if isinstance(action_space, gymnasium.spaces.Discrete):
         action: tuple[tuple[int, ...], torch.dtype] = ((), torch.int64)
@@ -51,12 +53,15 @@ def check_rollout(
     )
     present = set(rollout.keys(include_nested=True, leaves_only=True))
     for key, (shape, dtype) in rollout_spec(obs_shape, action_space).items():
-        entry.expect(key in present, f"the rollout lacks the key {key!r} (see rlplat.keys); it has {sorted(map(str, present))}")
+        entry.expect(
+            key in present, f"the rollout lacks the key {key!r} (see rlplat.keys); it has {sorted(map(str, present))}"
+        )
         value = rollout[key]
         expected = [*batch_size, *shape]
         entry.expect(
             list(value.shape) == expected and value.dtype == dtype,
-            f"rollout key {key!r} is {shape_text(value.shape)} {value.dtype}; expected {expected} {dtype} (see rlplat.keys)",
+            f"rollout key {key!r} is {shape_text(value.shape)} {value.dtype}; "
+            f"expected {expected} {dtype} (see rlplat.keys)",
         )
         if dtype.is_floating_point:
             entry.expect(bool(torch.isfinite(value).all()), f"rollout key {key!r} holds NaN or inf")

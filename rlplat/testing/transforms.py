@@ -78,7 +78,9 @@ def check_transform(
 
 
 def _check_state(
-    transform_entry: Subject, transform: TransformLike, build: Callable[[], TransformLike],
+    transform_entry: Subject,
+    transform: TransformLike,
+    build: Callable[[], TransformLike],
     step: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
 ) -> None:
     """``update=False`` keeps the state; a fresh instance loading the state maps ``step`` alike."""
@@ -101,8 +103,12 @@ def _check_state(
 
 
 def _apply(
-    transform_entry: Subject, transform: TransformLike, observation: torch.Tensor, reward: torch.Tensor,
-    done: torch.Tensor, update: bool,
+    transform_entry: Subject,
+    transform: TransformLike,
+    observation: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    update: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One vector step through the transform; checks and returns both outputs."""
     with transform_entry.running(f"transform_observation({shape_text(observation.shape)} float32, update={update})"):
@@ -132,10 +138,7 @@ def _describe(value: Any) -> str:
 def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """Keys whose value differs between two state dicts (or that one of them lacks)."""
     keys = set(before) | set(after)
-    return sorted(
-        key for key in keys
-        if key not in before or key not in after or not _equal(before[key], after[key])
-    )
+    return sorted(key for key in keys if key not in before or key not in after or not _equal(before[key], after[key]))
 
 
 def _equal(a: Any, b: Any) -> bool:

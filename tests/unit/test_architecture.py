@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rlplat"
@@ -93,8 +93,18 @@ def test_builtins_are_registered_by_entry_point_only() -> None:
     assert {"rlplat.envs", "rlplat.losses", "rlplat.networks", "rlplat.optimizers"} <= set(groups)
 
 
-@pytest.mark.parametrize("group", ["rlplat.envs", "rlplat.transforms", "rlplat.networks", "rlplat.collectors",
-                                   "rlplat.buffers", "rlplat.losses", "rlplat.optimizers"])
+@pytest.mark.parametrize(
+    "group",
+    [
+        "rlplat.envs",
+        "rlplat.transforms",
+        "rlplat.networks",
+        "rlplat.collectors",
+        "rlplat.buffers",
+        "rlplat.losses",
+        "rlplat.optimizers",
+    ],
+)
 def test_every_declared_builtin_loads(group: str) -> None:
     from importlib.metadata import entry_points
 
