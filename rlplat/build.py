@@ -98,6 +98,7 @@ def build(cfg: DictConfig) -> Build:
     observation_space, action_space = env_spaces(env_node)
     transforms = build_transforms(config["transforms"], observation_space)
     loss = build_loss(config, observation_space, action_space).to(device)
+    check_buffer_kind(config, loss)
     collector = COLLECTORS.build(
         "collector",
         config["collector"],
@@ -110,7 +111,7 @@ def build(cfg: DictConfig) -> Build:
     )
     try:
         buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape, protocol=Buffer)
-        check_buffer(config, loss, buffer)
+        check_sequence_length(config, loss, buffer)
         optimizers = build_optimizers(config, loss)
         eval_env = VectorEnv(single_env(env_node), trainer.eval_episodes, transforms, False)
     except BaseException:
@@ -226,25 +227,35 @@ def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: 
     )
 
 
-def check_buffer(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
-    """The buffer serves what the loss learns from: latest rollout or replay, and samples of
-    the loss's sequence length.
+def check_buffer_kind(config: Mapping[str, Any], loss: Loss) -> None:
+    """The buffer serves what the loss learns from: the latest rollout or replayed data.
+    Read from the buffer entry's ``on_policy`` class attribute, before the buffer is built,
+    so that the message is about the pairing and not about keys the other kind lacks.
 
     Raises:
-        ConfigError: naming the loss, the buffer and the keys to change.
+        ConfigError: naming the loss, the buffer and the buffers that fit.
     """
     loss_name, buffer_name = config["loss"]["name"], config["buffer"]["name"]
-    if loss.on_policy != buffer.on_policy:
-        need = "only the latest rollout (an on-policy buffer)" if loss.on_policy else "replayed data"
-        fit = [name for name in BUFFERS.names() if _on_policy(name) == loss.on_policy]
-        raise ConfigError(
-            f"buffer={buffer_name!r} does not fit loss {loss_name!r}: the loss is "
-            f"{'on' if loss.on_policy else 'off'}-policy and learns from {need}. "
-            f"Buffers that fit: {', '.join(fit) or '(none)'}."
-        )
+    if _on_policy(buffer_name) in (None, loss.on_policy):
+        return
+    need = "only the latest rollout (an on-policy buffer)" if loss.on_policy else "replayed data"
+    fit = [name for name in BUFFERS.names() if _on_policy(name) == loss.on_policy]
+    raise ConfigError(
+        f"buffer={buffer_name!r} does not fit loss {loss_name!r}: the loss is "
+        f"{'on' if loss.on_policy else 'off'}-policy and learns from {need}. "
+        f"Buffers that fit: {', '.join(fit) or '(none)'}."
+    )
+
+
+def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
+    """The buffer's samples have the length the loss needs (n-step returns need windows).
+
+    Raises:
+        ConfigError: naming the key to set and its value.
+    """
     if loss.sequence_length != buffer.sequence_length:
         raise ConfigError(
-            f"buffer.sequence_length={buffer.sequence_length}: loss {loss_name!r} needs samples of "
+            f"buffer.sequence_length={buffer.sequence_length}: loss {config['loss']['name']!r} needs samples of "
             f"{loss.sequence_length} consecutive steps (e.g. loss.n_step={loss.sequence_length}); "
             f"set buffer.sequence_length={loss.sequence_length}"
         )

@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
 from tensordict import TensorDict
+from torch import Tensor
 
 from rlplat import keys
 from rlplat.buffers.base import Buffer
@@ -109,18 +110,26 @@ class Parts:
         self.eval_env.close()
 
 
-class Callback:
-    """Hooks the loop calls; override any. A hook may stop training by raising (a sweep's
-    pruner raises ``optuna.TrialPruned``); metrics are keyed as logged (``eval/return_mean``)."""
+class Callback(Protocol):
+    """Hooks the loop calls; a callback implements all three (a no-op where it has nothing
+    to do). A hook may stop training by raising (a sweep's pruner raises
+    ``optuna.TrialPruned``); metrics are keyed as logged (``eval/return_mean``).
+
+    Implemented, without importing the trainer, by :class:`rlplat.console.TrainingDisplay`,
+    :class:`rlplat.tracking.TrackerCallback` and :class:`rlplat.sweep.reporter.TrialReporter`.
+    """
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
         """After each log step (at most once per rollout), and after each evaluation."""
+        ...
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """After an evaluation's metrics were given to :meth:`on_log`."""
+        ...
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
         """After a checkpoint file was written: ``best.pt`` (best evaluation) or ``final.pt``."""
+        ...
 
 
 def seed_everything(seed: int) -> None:
@@ -203,7 +212,8 @@ class Trainer:
         """One gradient step on ``batch``; returns the loss output and grad norms, detached."""
         loss, optimizers = self.parts.loss, self.parts.optimizers
         losses = loss(batch)
-        total = sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX))
+        # the loss_* terms are scalar tensors (the Loss contract), so their sum is one too
+        total = cast(Tensor, sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX)))
         optimizers.zero_grad()
         total.backward()
         losses.update(optimizers.step())
@@ -216,7 +226,7 @@ class Trainer:
         metrics = {f"train/{k}": v for k, v in self.parts.optimizers.learning_rates().items()}
         metrics["train/updates"] = len(outputs)
         if outputs:
-            for key, value in torch.stack(outputs).mean().items():
+            for key, value in TensorDict.stack(outputs).mean().items():
                 prefix = keys.LOSS_PREFIX
                 name = f"loss/{key[len(prefix) :]}" if key.startswith(prefix) else f"train/{key}"
                 metrics[name] = value.item()

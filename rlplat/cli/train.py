@@ -15,7 +15,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -26,6 +26,9 @@ from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.registry import ConfigError, PluginError
 from rlplat.sweep.plugins import register_sweeper
+
+if TYPE_CHECKING:
+    from rlplat.trainer import Callback
 
 
 def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
@@ -58,7 +61,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         reporter = TrialReporter.from_environment(built.trainer.objective)
         title = f"{algo} / {env} / seed {seed}"
         with TrainingDisplay(title, built.trainer.total_frames) as display:
-            callbacks: list[Any] = [display, *([reporter] if reporter else [])]
+            callbacks: list[Callback] = [display, *([reporter] if reporter else [])]
             if not built.tracking.enabled:
                 summary = Trainer(built.parts, built.trainer, output_dir, callbacks).fit()
             else:
@@ -99,7 +102,7 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
 
 
 def _recorded_fit(
-    built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Any], job_start: float, reporter: Any
+    built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Callback], job_start: float, reporter: Any
 ) -> dict[str, float]:
     """Fit inside an MLflow run that always ends FINISHED, KILLED (pruned) or FAILED."""
     from omegaconf import OmegaConf
@@ -172,7 +175,7 @@ def task(cfg: DictConfig) -> float:
         fail(error)
 
 
-def fail(error: Exception) -> None:
+def fail(error: Exception) -> NoReturn:
     """Report bad input as one line on stderr and exit with status 2."""
     print(f"rlplat-train: error: {error}", file=sys.stderr)
     sys.exit(2)

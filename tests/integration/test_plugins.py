@@ -25,7 +25,7 @@ from test_registry import install_distribution
 
 from rlplat.registry import check_kwargs
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLUGINS = ("rlplat-example-plugin", "rlplat-broken-plugin")
 
 

@@ -1,0 +1,90 @@
+"""Mismatches between components stop the CLI with exit status 2 and one message, before any
+run, run directory or store exists."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TINY_OFF_POLICY, cli
+from mlflow import MlflowClient
+
+MISMATCHES = [
+    (
+        ["algo=dqn", "env=cartpole", "loss.n_step=3", "buffer.sequence_length=1"],
+        "buffer.sequence_length=1: loss 'dqn' needs samples of 3 consecutive steps (e.g. loss.n_step=3); "
+        "set buffer.sequence_length=3",
+    ),
+    (
+        ["algo=ppo", "env=cartpole", "buffer=replay"],
+        "buffer='replay' does not fit loss 'ppo': the loss is on-policy and learns from only the latest rollout "
+        "(an on-policy buffer). Buffers that fit: rollout.",
+    ),
+    (
+        ["algo=dqn", "env=cartpole", "buffer=rollout"],
+        "buffer='rollout' does not fit loss 'dqn': the loss is off-policy and learns from replayed data. "
+        "Buffers that fit: replay.",
+    ),
+    (
+        ["algo=sac", "env=pendulum", "buffer.capacity=100"],
+        "buffer.capacity=100: must be at least buffer.batch_size=256",
+    ),
+    (
+        [
+            "algo=sac",
+            "env=pendulum",
+            "collector.num_envs=4",
+            "buffer.capacity=300",
+            "buffer.batch_size=64",
+            "buffer.sequence_length=100",
+            "loss=sac",
+        ],
+        "buffer.capacity=300: holds 75 steps per env over collector.num_envs=4",
+    ),
+    (
+        ["algo=ppo", "env=cartpole", "buffer.minibatch_size=100000"],
+        "buffer.minibatch_size=100000: must be in [1, 256]",
+    ),
+    (
+        ["algo=sac", "env=pendulum", "optim.policy.lr=0.001"],
+        "optim.policy: the loss has no parameter group 'policy'. Its groups: actor, critic, temperature.",
+    ),
+    (
+        ["algo=ppo", "env=cartpole", "optim.actor.lrr=0.001"],
+        "optim.actor.lrr=0.001: optim.actor has no key 'lrr'",
+    ),
+    (
+        ["algo=td3", "env=pendulum", "optim.critic.max_grad_norm=-1"],
+        "optim.critic.max_grad_norm=-1: must be a number > 0, or null to not clip",
+    ),
+    (["algo=dqn", "env=pendulum"], "loss 'dqn' cannot act in env 'Pendulum-v1'"),
+]
+
+
+@pytest.mark.parametrize("args,message", MISMATCHES, ids=[" ".join(a) for a, _ in MISMATCHES])
+def test_mismatch_stops_before_any_run_with_one_message(args, message, tmp_path, store):
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"rlplat-train: error: {lines[0].removeprefix('rlplat-train: error: ')}"], result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.*"))
+    assert not (tmp_path / "mlflow.db").exists()  # the store was never opened: no run exists
+
+
+def test_n_step_dqn_samples_windows_of_n_steps_without_extra_keys(tmp_path, store):
+    """``algo=dqn loss.n_step=3`` alone trains 3-step returns: the preset ties the buffer's
+    sequence length to ``loss.n_step``."""
+    result = cli(
+        "rlplat-train",
+        "algo=dqn",
+        "env=cartpole",
+        "loss.n_step=3",
+        f"tracking.uri={store}",
+        *TINY_OFF_POLICY,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert run.data.params["buffer.sequence_length"] == "3" and run.data.params["loss.n_step"] == "3"
+    assert run.info.status == "FINISHED"
