@@ -6,12 +6,12 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-all ui bench bench-learning bench-sweeps clean
+.PHONY: install train test test-all lint ui bench bench-learning bench-sweeps clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e '.[test,slurm,ray]'
+	$(BIN)/pip install --quiet -e '.[test,lint,slurm,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create the virtualenv and install rlplat (editable) with test tools
@@ -21,6 +21,12 @@ train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in 
 
 test: $(STAMP)  ## the default test suite (slow learning checks skipped)
 	$(BIN)/pytest -m "not slow"
+
+lint: $(STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer contracts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test-all: $(STAMP)  ## every test, slow learning checks included
 	$(BIN)/pytest

@@ -79,7 +79,7 @@ def first_sentence(text: str) -> str:
 
 def yaml_description(text: str) -> str:
     """The first sentence of a YAML file's leading comment (``@package`` and examples skipped)."""
-    lines = []
+    lines: list[str] = []
     for line in text.splitlines():
         body = line[1:].removeprefix(" ")
         if not line.startswith("#") or (lines and (not body or body[0].isspace())):

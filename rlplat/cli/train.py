@@ -57,7 +57,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
     built = build(cfg)
     try:
         choices = HydraConfig.get().runtime.choices
-        algo, env, seed = choices.get("algo"), choices.get("env"), built.config["seed"]
+        algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
         reporter = TrialReporter.from_environment(built.trainer.objective)
         title = f"{algo} / {env} / seed {seed}"
         with TrainingDisplay(title, built.trainer.total_frames) as display:

@@ -41,7 +41,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import (
@@ -166,21 +166,22 @@ def distribution(key: str, override: Override) -> Any:
     import optuna.distributions as d
 
     value = override.value()
-    if isinstance(value, IntervalSweep):
+    if isinstance(value, IntervalSweep) and value.start is not None and value.end is not None:
         log_scale = "log" in value.tags
         if isinstance(value.start, int) and isinstance(value.end, int):
             return d.IntDistribution(value.start, value.end, log=log_scale)
         return d.FloatDistribution(float(value.start), float(value.end), log=log_scale)
     if isinstance(value, RangeSweep) and value.start is not None and value.stop is not None:
         count = math.ceil(round((value.stop - value.start) / value.step, 9))  # Hydra's range excludes stop
-        if all(isinstance(x, int) for x in (value.start, value.stop, value.step)):
+        if isinstance(value.start, int) and isinstance(value.stop, int) and isinstance(value.step, int):
             return d.IntDistribution(value.start, value.start + (count - 1) * value.step, step=value.step)
         last = round(value.start + (count - 1) * value.step, 12)
         return d.FloatDistribution(float(value.start), last, step=float(value.step))
     if isinstance(value, ChoiceSweep):
-        return d.CategoricalDistribution(value.list)
+        # optuna takes any choice (warning about non-scalar ones); its stubs list only scalars
+        return d.CategoricalDistribution(value.list)  # type: ignore[arg-type]
     raise ConfigError(
-        f"hydra.sweeper.params.{key}={override.input_line.split('=', 1)[1]!r} is a single value, not a search "
+        f"hydra.sweeper.params.{key}={override.get_value_string()!r} is a single value, not a search "
         "space: use interval(a, b), tag(log, interval(a, b)), int(interval(a, b)), range(a, b) or choice(a, b, ...)"
     )
 
@@ -204,7 +205,7 @@ def job_outcome(ret: JobReturn) -> tuple[Any, Exception | None]:
 
 def _config_dict(node: DictConfig | dict[str, Any] | None) -> dict[str, Any]:
     """A plain, resolved dict from a config node (empty for None)."""
-    return OmegaConf.to_container(OmegaConf.create(node), resolve=True) if node else {}  # type: ignore[return-value]
+    return cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(node), resolve=True)) if node else {}
 
 
 class OptunaSearch:
@@ -286,11 +287,12 @@ class OptunaSearch:
         space = {}
         for key, value in self.params.items():
             space[key] = distribution(key, parser.parse_override(f"{key}={value}"))
-        fixed = []
+        fixed: list[str] = []
         for override in parser.parse_overrides(arguments):
             if override.is_sweep_override():
                 space[override.key_or_group] = distribution(override.key_or_group, override)
             else:
+                assert override.input_line is not None, "Hydra's parser keeps the line of each override"
                 fixed.append(override.input_line)
         return space, fixed
 
@@ -333,7 +335,7 @@ class OptunaSearch:
             storage=open_storage(storage_spec),
             sampler=sampler,
             pruner=pruner,
-            direction=self.direction,
+            direction=cast(Literal["maximize", "minimize"], self.direction),  # checked by _check
             load_if_exists=True,
         )
         study.set_user_attr(PRUNER_ATTR, self.pruner_conf)

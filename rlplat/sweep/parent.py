@@ -91,8 +91,8 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     params = {"sweep.overrides": " ".join(map(unroute, hydra_cfg.overrides.task)), "sweep.dir": sweep_dir}
     name = tracking.run_name or f"sweep-{sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
-    tracker.start(name, params, tags)
-    return ParentRun(tracking.uri, tracker.experiment_id, tracker.run_id)
+    run_id = tracker.start(name, params, tags)
+    return ParentRun(tracking.uri, tracker.experiment_id, run_id)
 
 
 class MlflowSweep(Callback):

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.conf import HydraConf
 from hydra.core.utils import filter_overrides
-from omegaconf import DictConfig
 
 from rlplat.hydra_ext.overrides import unroute
 
@@ -49,7 +49,7 @@ def set_active_parent(parent: ParentRun | None) -> None:
     _active_parent = parent
 
 
-def child_tags(parent: ParentRun, hydra_cfg: DictConfig) -> dict[str, str]:
+def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
     """Tags that make a job's run the child of ``parent``.
 
     Args:
