@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 import gymnasium
 import torch
@@ -48,6 +48,16 @@ from rlplat.trainer import Parts, TrainerConfig, seed_everything
 from rlplat.transforms.base import Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
+
+
+class MovableLoss(Loss, Protocol):
+    """A :class:`Loss` as a loss entry builds it: on the CPU, moved to the run's device with
+    ``.to`` (``nn.Module.to``), as :class:`rlplat.losses.base.LossFactory` states. ``to`` is
+    not a member of :class:`Loss`, which lists what the trainer uses."""
+
+    def to(self, device: torch.device) -> Loss:
+        """Move the loss's parameters and buffers to ``device``; returns the loss."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -131,9 +141,9 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
         config = OmegaConf.to_container(cfg, resolve=True)
     except Exception as error:  # omegaconf's InterpolationResolutionError and kin
         raise ConfigError(f"the config does not resolve: {error}") from error
-    assert isinstance(config, dict)
+    assert isinstance(config, dict), "a DictConfig resolves to a dict"
     config.pop("hydra", None)
-    return config
+    return cast(dict[str, Any], config)  # a composed config's keys are strings
 
 
 def resolve_device(name: str) -> torch.device:
@@ -184,7 +194,9 @@ def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) ->
     return lambda num_envs, vectorization: VectorEnv(make_one, num_envs, list(transforms), True, vectorization)
 
 
-def build_loss(config: Mapping[str, Any], observation_space: gymnasium.Space, action_space: gymnasium.Space) -> Loss:
+def build_loss(
+    config: Mapping[str, Any], observation_space: gymnasium.Space, action_space: gymnasium.Space
+) -> MovableLoss:
     """The ``loss`` node -> the loss, after checking it can act in ``action_space``.
 
     Raises:

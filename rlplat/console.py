@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,7 +51,7 @@ class TrainingDisplay:
 
     def update(self, frames: int, metrics: Mapping[str, float]) -> None:
         """Advance the bar to ``frames`` and show fps, rollout return and ``loss/*`` terms."""
-        fields = {"fps": f"{metrics.get('time/fps', 0.0):.0f}"}
+        fields: dict[str, Any] = {"fps": f"{metrics.get('time/fps', 0.0):.0f}"}  # the task's custom fields
         if "rollout/return_mean" in metrics:
             fields["rollout"] = f"{metrics['rollout/return_mean']:.1f}"
         losses = [f"{k[5:]} {v:.3g}" for k, v in metrics.items() if k.startswith("loss/")]

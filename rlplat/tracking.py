@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from filelock import FileLock
 from mlflow import MlflowClient
@@ -95,27 +95,33 @@ class Tracker:
             self.client.log_batch(self.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
         return self.run_id
 
+    @property
+    def _started_run_id(self) -> str:
+        """The id of the run :meth:`start` created; every method but ``start`` records into it."""
+        assert self.run_id is not None, "Tracker.start() must be called before anything is recorded"
+        return self.run_id
+
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Log scalar ``metrics`` at ``step`` (frames) in one batch."""
         now = int(time.time() * 1000)
         batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items()]
-        self.client.log_batch(self.run_id, metrics=batch)
+        self.client.log_batch(self._started_run_id, metrics=batch)
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """Upload a file, or a directory's contents, under ``artifact_path``."""
         if Path(path).is_dir():
-            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+            self.client.log_artifacts(self._started_run_id, str(path), artifact_path)
         else:
-            self.client.log_artifact(self.run_id, str(path), artifact_path)
+            self.client.log_artifact(self._started_run_id, str(path), artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         """Set (or overwrite) tags on the run."""
         for key, value in tags.items():
-            self.client.set_tag(self.run_id, key, value)
+            self.client.set_tag(self._started_run_id, key, value)
 
     def end(self, status: str) -> None:
         """End the run with ``status``: FINISHED, FAILED, or KILLED (stopped early, e.g. pruned)."""
-        self.client.set_terminated(self.run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+        self.client.set_terminated(self._started_run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
 
 
 class TrackerCallback:
@@ -173,6 +179,9 @@ class TrackingConfig:
     @classmethod
     def from_node(cls, node: Any) -> TrackingConfig:
         """Check keys against the fields (naming valid ones), then values."""
-        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+        if OmegaConf.is_config(node):  # the tracking node: a dict with str keys
+            values = cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
+        else:
+            values = dict(node)
         check_kwargs("tracking", cls, values)
         return cls(**values)

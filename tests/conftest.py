@@ -55,3 +55,17 @@ OFF_POLICY = ("dqn", "ddpg", "td3", "sac")
 def tiny(algo: str) -> list[str]:
     """The tiny-budget overrides for ``algo``."""
     return TINY_OFF_POLICY if algo in OFF_POLICY else TINY
+
+
+def install_distribution(site: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]):
+    """Write a real installed distribution (dist-info + modules) into ``site``."""
+    info = site / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = []
+    for group, entries in entry_points.items():
+        lines.append(f"[{group}]")
+        lines += [f"{k} = {v}" for k, v in entries.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    for filename, source in modules.items():
+        (site / filename).write_text(source)

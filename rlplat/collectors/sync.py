@@ -11,7 +11,7 @@ from torch import Tensor
 
 from rlplat import keys
 from rlplat.collectors.base import EnvMaker, Policy
-from rlplat.envs.base import Episode
+from rlplat.envs.base import Episode, space_shape
 from rlplat.registry import ConfigError
 
 
@@ -67,12 +67,12 @@ class SyncCollector:
         self._observation: Tensor | None = None
 
     def _allocate(self, steps: int, num_envs: int) -> TensorDict:
-        obs_shape = self.env.observation_space.shape
+        obs_shape = space_shape(self.env.observation_space)
         space = self.env.action_space
         if isinstance(space, gymnasium.spaces.Discrete):
             action = torch.zeros(steps, num_envs, dtype=torch.int64)
         else:
-            action = torch.zeros(steps, num_envs, *space.shape)
+            action = torch.zeros(steps, num_envs, *space_shape(space))
         flag = lambda: torch.zeros(steps, num_envs, 1, dtype=torch.bool)  # noqa: E731
         return TensorDict(
             {

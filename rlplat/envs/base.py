@@ -5,7 +5,8 @@ keyword arguments of the ``env`` YAML node and returns ONE ``gymnasium.Env``. rl
 B copies of it, vectorises them and applies the configured transforms in its env adapter,
 :class:`rlplat.envs.vector.VectorEnv`, which exchanges torch tensors with the collector.
 What a collector may rely on from that adapter is :class:`VectorEnvLike`; :class:`Episode`
-and :class:`Step` are the small types it hands out. Other packages import these from here,
+and :class:`Step` are the small types it hands out; :func:`space_shape` is a space's element
+shape. Other packages import these from here,
 never from :mod:`rlplat.envs.vector` (component packages only import each other's base.py).
 
 Shapes use ``B`` for the number of parallel envs; key names are those of :mod:`rlplat.keys`.
@@ -126,3 +127,17 @@ class VectorEnvLike(Protocol):
     def close(self) -> None:
         """Close the envs (and their subprocesses)."""
         ...
+
+
+def space_shape(space: gymnasium.Space) -> tuple[int, ...]:
+    """The shape of one element of ``space``: ``obs_shape`` of a ``Box``, ``()`` of a ``Discrete``.
+
+    gymnasium types ``Space.shape`` as optional: it is None for spaces whose elements have no
+    fixed shape (``Dict``, ``Tuple``, ``Graph``, ``Sequence``, ``Text``), which no tensor holds.
+
+    Raises:
+        TypeError: for such a space.
+    """
+    if space.shape is None:
+        raise TypeError(f"{space} has no fixed shape; rlplat needs a Box or Discrete space")
+    return space.shape

@@ -71,7 +71,7 @@ class VectorEnv:
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self.finished: list[Episode] = []
         self._box = isinstance(self.action_space, gymnasium.spaces.Box)
-        if self._box:
+        if isinstance(self.action_space, gymnasium.spaces.Box):  # self._box, narrowing the space
             low, high = self.action_space.low, self.action_space.high
             bounded = np.isfinite(low) & np.isfinite(high)
             self._low = np.where(bounded, low, -1.0)
@@ -121,13 +121,13 @@ class VectorEnv:
 
     def to_env_action(self, action: Tensor) -> np.ndarray:
         """Policy action -> the env's action: Box actions clipped to [-1, 1] and rescaled."""
-        action = action.detach().cpu().numpy()
+        env_action = action.detach().cpu().numpy()
         if not self._box:
-            return action
+            return env_action
         if self._all_bounded:
-            return self._low + (np.clip(action, -1.0, 1.0) + 1.0) * self._scale
-        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * self._scale
-        return np.where(self._bounded, scaled, action).astype(self.action_space.dtype)
+            return self._low + (np.clip(env_action, -1.0, 1.0) + 1.0) * self._scale
+        scaled = self._low + (np.clip(env_action, -1.0, 1.0) + 1.0) * self._scale
+        return np.where(self._bounded, scaled, env_action).astype(self.action_space.dtype)
 
     def pop_finished(self) -> list[Episode]:
         """The episodes finished since the last call, in order of finishing; then forgets them."""

@@ -18,7 +18,7 @@ class DDPGLoss(TD3Loss):
     the paper, or Gaussian noise.
 
     Args:
-        observation_space: Supplied by rlplat.
+        observation_space: Box, supplied by rlplat.
         action_space: Box, supplied by rlplat.
         network: Torso factory, supplied by rlplat.
         gamma: Discount factor.
@@ -34,8 +34,8 @@ class DDPGLoss(TD3Loss):
 
     def __init__(
         self,
-        observation_space: gymnasium.Space,
-        action_space: gymnasium.Space,
+        observation_space: gymnasium.spaces.Box,
+        action_space: gymnasium.spaces.Box,
         network: NetworkFactory,
         *,
         gamma: float = 0.99,

@@ -53,7 +53,7 @@ class DQNLoss(nn.Module):
     def __init__(
         self,
         observation_space: gymnasium.Space,
-        action_space: gymnasium.Space,
+        action_space: gymnasium.spaces.Discrete,
         network: NetworkFactory,
         *,
         gamma: float = 0.99,
@@ -79,7 +79,7 @@ class DQNLoss(nn.Module):
         self.gamma = gamma
         self.n_step = n_step
         self.sequence_length = n_step  # the buffer samples windows of n_step steps
-        self.double = double
+        self.double_q = double  # not `double`, which would hide nn.Module.double()
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """``q``: the online Q-network (the target network takes no gradient)."""
@@ -98,7 +98,7 @@ class DQNLoss(nn.Module):
         with torch.no_grad():
             next_observation = window[keys.NEXT_OBSERVATION].flatten(0, 1)  # [L * N, *obs]
             next_q_target = self.q_target(next_observation)
-            chooser = self.q(next_observation) if self.double else next_q_target
+            chooser = self.q(next_observation) if self.double_q else next_q_target
             next_value = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).view(L, N, 1)
             target = n_step_return(
                 window[keys.NEXT_REWARD],

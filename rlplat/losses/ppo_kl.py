@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
+from torch import Tensor
 
 from rlplat import keys
 from rlplat.functional import kl_estimate
@@ -42,6 +43,8 @@ class PPOKLLoss(ActorCriticLoss):
     Raises:
         ConfigError: for gamma or gae_lambda outside [0, 1], kl_target <= 0 or kl_beta_init < 0.
     """
+
+    kl_beta: Tensor  # buffer, float32 []: the penalty coefficient beta
 
     def __init__(
         self,

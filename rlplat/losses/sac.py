@@ -27,7 +27,7 @@ class SACLoss(nn.Module):
     ``loss_alpha = -mean(log alpha * (log pi(a~|s) + H_target))`` (eq. 18).
 
     Args:
-        observation_space: Supplied by rlplat.
+        observation_space: Box, supplied by rlplat.
         action_space: Box, supplied by rlplat.
         network: Torso factory, supplied by rlplat (critics get the state-action space).
         gamma: Discount factor.
@@ -49,8 +49,8 @@ class SACLoss(nn.Module):
 
     def __init__(
         self,
-        observation_space: gymnasium.Space,
-        action_space: gymnasium.Space,
+        observation_space: gymnasium.spaces.Box,
+        action_space: gymnasium.spaces.Box,
         network: NetworkFactory,
         *,
         gamma: float = 0.99,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from rlplat.registry import ConfigError
 
@@ -54,8 +54,8 @@ class TargetSchedule:
         self.tau = tau
         self.interval = interval
         self.updates = 0
-        self._targets = [p for target, _ in pairs for p in target.parameters()]
-        self._sources = [p for _, source in pairs for p in source.parameters()]
+        self._targets: list[Tensor] = [p for target, _ in pairs for p in target.parameters()]
+        self._sources: list[Tensor] = [p for _, source in pairs for p in source.parameters()]
 
     @torch.no_grad()
     def step(self) -> None:
@@ -66,7 +66,7 @@ class TargetSchedule:
 
 
 @torch.no_grad()
-def polyak_update(targets: list[nn.Parameter], sources: list[nn.Parameter], tau: float) -> None:
+def polyak_update(targets: list[Tensor], sources: list[Tensor], tau: float) -> None:
     """``target <- target + tau * (source - target)`` for every pair, in place.
 
     Uses ``torch._foreach_lerp_``, the one private torch function in rlplat: torch has no

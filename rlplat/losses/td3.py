@@ -27,7 +27,7 @@ class TD3Loss(nn.Module):
     ``loss_actor = -mean(Q_1(s, mu(s)))`` (critics frozen) and the targets move by Polyak tau.
 
     Args:
-        observation_space: Supplied by rlplat.
+        observation_space: Box, supplied by rlplat.
         action_space: Box, supplied by rlplat.
         network: Torso factory, supplied by rlplat (critics get the state-action space).
         gamma: Discount factor.
@@ -51,8 +51,8 @@ class TD3Loss(nn.Module):
 
     def __init__(
         self,
-        observation_space: gymnasium.Space,
-        action_space: gymnasium.Space,
+        observation_space: gymnasium.spaces.Box,
+        action_space: gymnasium.spaces.Box,
         network: NetworkFactory,
         *,
         gamma: float = 0.99,

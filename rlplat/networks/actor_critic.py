@@ -39,7 +39,7 @@ class ActorCritic(nn.Module):
         self.actor_torso = network(features)
         self.critic_torso = self.actor_torso if share_torso else network(features)
         if isinstance(action_space, gymnasium.spaces.Box):
-            self.head: nn.Module = GaussianHead(features, int(action_space.shape[0]), log_std_init)
+            self.head: GaussianHead | CategoricalHead = GaussianHead(features, int(action_space.shape[0]), log_std_init)
         elif isinstance(action_space, gymnasium.spaces.Discrete):
             self.head = CategoricalHead(features, int(action_space.n))
         else:

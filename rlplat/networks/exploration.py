@@ -25,6 +25,8 @@ def linear_schedule(start: float, end: float, frames: int, now: int) -> float:
 
 
 class _FrameCounter(nn.Module):
+    frames: Tensor  # buffer, int64 []
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("frames", torch.zeros((), dtype=torch.int64))

@@ -6,12 +6,13 @@ import io
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium
 import numpy as np
 import torch
 
+from rlplat.envs.base import space_shape
 from rlplat.registry import (
     REGISTRIES,
     ConfigError,
@@ -49,7 +50,11 @@ class Subject:
     def expect(self, condition: Any, message: str) -> None:
         """Raise ``AssertionError("<kind> '<name>': <message>")`` unless ``condition``."""
         if not condition:
-            raise AssertionError(f"{self.kind} {self.name!r}: {message}")
+            self.fail(message)
+
+    def fail(self, message: str) -> NoReturn:
+        """Raise ``AssertionError("<kind> '<name>': <message>")``."""
+        raise AssertionError(f"{self.kind} {self.name!r}: {message}")
 
     @contextmanager
     def running(self, what: str) -> Iterator[None]:
@@ -108,7 +113,7 @@ def observation_batch(space: gymnasium.Space, shape: tuple[int, ...], seed: int)
     space.seed(seed)
     n = int(np.prod(shape))
     samples = np.stack([np.asarray(space.sample(), dtype=np.float32) for _ in range(n)])
-    return torch.from_numpy(samples).reshape(*shape, *space.shape)
+    return torch.from_numpy(samples).reshape(*shape, *space_shape(space))
 
 
 def savable(subject: Subject, state: Any, what: str) -> None:

@@ -52,7 +52,7 @@ def check_buffer(
         ConfigError: when ``kwargs`` do not fit the constructor's signature, as in a run.
     """
     buffer_entry = subject("buffer", entry)
-    supplied = {"rollout_shape": tuple(rollout_shape)}
+    supplied: dict[str, Any] = {"rollout_shape": tuple(rollout_shape)}
     with buffer_entry.running(f"the constructor ({', '.join(f'{k}={v}' for k, v in supplied.items())})"):
         buffer = buffer_entry.build(kwargs, **supplied)
     buffer_entry.conforms(buffer, Buffer)

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from rlplat import keys
 from rlplat.collectors.base import Collector
-from rlplat.envs.base import Episode
+from rlplat.envs.base import Episode, space_shape
 from rlplat.envs.vector import VectorEnv
 from rlplat.testing._common import Entry, Subject, savable, subject
 from rlplat.testing.rollouts import check_chained, check_rollout
@@ -37,7 +37,7 @@ class ObservationPolicy:
         if isinstance(self.action_space, gymnasium.spaces.Discrete):
             action = (first * 1000).floor().long().remainder(int(self.action_space.n))
         else:
-            phase = torch.arange(int(self.action_space.shape[0]), dtype=first.dtype, device=first.device)
+            phase = torch.arange(int(space_shape(self.action_space)[0]), dtype=first.dtype, device=first.device)
             action = torch.sin(first.unsqueeze(-1) * 7.0 + phase)
         return action, -first.abs()
 
@@ -123,7 +123,7 @@ def _check_on(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwa
         collector_entry.expect(collector.frames == 0, f"frames={collector.frames!r} before collecting; must be 0")
         collector_entry.expect(requested, "it never called make_env for its envs")
         shape = _rollout_shape(collector_entry, collector, num_envs=requested[-1])
-        spec = (shape, tuple(spaces[0].shape), spaces[1])
+        spec = (shape, space_shape(spaces[0]), spaces[1])
         iterator = iter(collector)
         first = _next_rollout(collector_entry, collector, iterator, spec, 1)
         kept = first.clone()
@@ -169,7 +169,8 @@ def _next_rollout(collector_entry: Subject, collector: Any, iterator: Any, spec:
     ``spec`` is ``((T, B), obs_shape, action_space)``."""
     with collector_entry.running(f"collecting rollout {index}"):
         rollout = next(iterator, None)
-    collector_entry.expect(rollout is not None, f"iteration stopped after {index - 1} rollouts, before total_frames")
+    if rollout is None:
+        collector_entry.fail(f"iteration stopped after {index - 1} rollouts, before total_frames")
     shape, obs_shape, action_space = spec
     check_rollout(collector_entry, rollout, shape, obs_shape, action_space)
     policy = ObservationPolicy(action_space)

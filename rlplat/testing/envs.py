@@ -9,6 +9,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from rlplat.envs.base import space_shape
 from rlplat.envs.vector import VectorEnv
 from rlplat.testing._common import Entry, Subject, shape_text, subject
 
@@ -50,27 +51,29 @@ def check_env(
         env = env_entry.build(kwargs)
     env_entry.expect(isinstance(env, gymnasium.Env), f"the factory returned {type(env).__name__}, not a gymnasium.Env")
     try:
-        _check_spaces(env_entry, env)
-        _check_reset(env_entry, env, seed)
-        _check_steps(env_entry, env, seed, steps)
+        observation_space = _check_spaces(env_entry, env)
+        _check_reset(env_entry, env, observation_space, seed)
+        _check_steps(env_entry, env, observation_space, seed, steps)
     finally:
         env.close()
     _check_vectorised(env_entry, kwargs, seed, steps, num_envs)
 
 
-def _check_spaces(env_entry: Subject, env: gymnasium.Env) -> None:
+def _check_spaces(env_entry: Subject, env: gymnasium.Env) -> gymnasium.spaces.Box:
+    """Check the spaces; returns the observation space, a Box."""
     observation_space, action_space = env.observation_space, env.action_space
-    env_entry.expect(
-        isinstance(observation_space, gymnasium.spaces.Box),
-        f"observation_space is {observation_space}; rlplat needs a Box (observations become float32 "
-        "tensors [B, *obs_shape])",
-    )
+    if not isinstance(observation_space, gymnasium.spaces.Box):
+        env_entry.fail(
+            f"observation_space is {observation_space}; rlplat needs a Box (observations become float32 "
+            "tensors [B, *obs_shape])"
+        )
     env_entry.expect(
         isinstance(action_space, (gymnasium.spaces.Box, gymnasium.spaces.Discrete)),
         f"action_space is {action_space}; rlplat's losses act in a Box or a Discrete space",
     )
     if isinstance(action_space, gymnasium.spaces.Box):
         env_entry.expect(len(action_space.shape) == 1, f"action_space {action_space} must have one dim: [action_dim]")
+    return observation_space
 
 
 def _in_space(env_entry: Subject, space: gymnasium.spaces.Box, observation: Any, what: str) -> None:
@@ -86,7 +89,7 @@ def _in_space(env_entry: Subject, space: gymnasium.spaces.Box, observation: Any,
     )
 
 
-def _check_reset(env_entry: Subject, env: gymnasium.Env, seed: int) -> None:
+def _check_reset(env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.spaces.Box, seed: int) -> None:
     with env_entry.running(f"reset(seed={seed})"):
         result = env.reset(seed=seed)
         again = env.reset(seed=seed)
@@ -95,7 +98,7 @@ def _check_reset(env_entry: Subject, env: gymnasium.Env, seed: int) -> None:
         "reset() must return (observation, info), the gymnasium 1.x API",
     )
     observation, info = result
-    _in_space(env_entry, env.observation_space, observation, "reset()")
+    _in_space(env_entry, observation_space, observation, "reset()")
     env_entry.expect(isinstance(info, dict), f"reset() returned info of type {type(info).__name__}, not a dict")
     env_entry.expect(
         np.array_equal(np.asarray(observation), np.asarray(again[0])),
@@ -103,7 +106,9 @@ def _check_reset(env_entry: Subject, env: gymnasium.Env, seed: int) -> None:
     )
 
 
-def _check_steps(env_entry: Subject, env: gymnasium.Env, seed: int, steps: int) -> None:
+def _check_steps(
+    env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.spaces.Box, seed: int, steps: int
+) -> None:
     env.action_space.seed(seed)
     for step in range(steps):
         with env_entry.running(f"step() (step {step})"):
@@ -113,9 +118,10 @@ def _check_steps(env_entry: Subject, env: gymnasium.Env, seed: int, steps: int) 
             "step() must return (observation, reward, terminated, truncated, info), the gymnasium 1.x API",
         )
         observation, reward, terminated, truncated, info = result
-        _in_space(env_entry, env.observation_space, observation, "step()")
+        _in_space(env_entry, observation_space, observation, "step()")
+        reward_array = np.asarray(reward)
         env_entry.expect(
-            np.ndim(reward) == 0 and np.asarray(reward).dtype.kind in "iuf" and np.isfinite(reward),
+            reward_array.ndim == 0 and reward_array.dtype.kind in "iuf" and np.isfinite(reward_array),
             f"step() returned reward {reward!r} of type {type(reward).__name__}; rlplat needs a finite real number",
         )
         for flag, value in (("terminated", terminated), ("truncated", truncated)):
@@ -135,7 +141,7 @@ def _check_vectorised(
     with env_entry.running(f"rlplat's VectorEnv ({num_envs} envs)"):
         env = VectorEnv(lambda: env_entry.build(kwargs), num_envs)
     try:
-        obs_shape = tuple(env.observation_space.shape)
+        obs_shape = space_shape(env.observation_space)
         with env_entry.running("VectorEnv.reset"):
             observation = env.reset(seed=seed)
         _expect_tensor(env_entry, "VectorEnv.reset observation", observation, (num_envs, *obs_shape), torch.float32)
@@ -144,7 +150,7 @@ def _check_vectorised(
             if isinstance(env.action_space, gymnasium.spaces.Discrete):
                 action = torch.randint(int(env.action_space.n), (num_envs,), generator=generator)
             else:
-                action = torch.rand(num_envs, *env.action_space.shape, generator=generator) * 2 - 1
+                action = torch.rand(num_envs, *space_shape(env.action_space), generator=generator) * 2 - 1
             with env_entry.running("VectorEnv.step"):
                 step = env.step(action)
             for field, shape, dtype in (

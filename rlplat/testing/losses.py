@@ -12,6 +12,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.collectors.base import Policy
+from rlplat.envs.base import space_shape
 from rlplat.losses.base import Loss
 from rlplat.testing._common import (
     BOX_ACTIONS,
@@ -162,9 +163,10 @@ def check_policy(
                 good = good and bool(((action >= 0) & (action < int(action_space.n))).all())
                 want = f"[{n}] int64 in [0, {int(action_space.n)})"
             else:
-                good = action.shape == (n, *action_space.shape) and action.dtype == torch.float32
+                action_shape = space_shape(action_space)
+                good = action.shape == (n, *action_shape) and action.dtype == torch.float32
                 good = good and bool(torch.isfinite(action).all())
-                want = f"{[n, *action_space.shape]} float32"
+                want = f"{[n, *action_shape]} float32"
             entry.expect(good, f"{call} returned action {shape_text(action.shape)} {action.dtype}; expected {want}")
             entry.expect(
                 log_prob.shape == (n,) and log_prob.dtype == torch.float32,

@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.envs.base import space_shape
 from rlplat.testing._common import Subject, shape_text
 
 
@@ -19,7 +20,7 @@ def rollout_spec(
     if isinstance(action_space, gymnasium.spaces.Discrete):
         action: tuple[tuple[int, ...], torch.dtype] = ((), torch.int64)
     else:
-        action = (tuple(action_space.shape), torch.float32)
+        action = (space_shape(action_space), torch.float32)
     flag = ((1,), torch.bool)
     return {
         keys.OBSERVATION: (obs_shape, torch.float32),

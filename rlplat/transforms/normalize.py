@@ -18,6 +18,10 @@ class RunningMeanStd(torch.nn.Module):
         shape: Shape of one sample.
     """
 
+    mean: Tensor  # buffers, float64: [*shape], [*shape] and [] (samples seen)
+    var: Tensor
+    count: Tensor
+
     def __init__(self, shape: tuple[int, ...]) -> None:
         super().__init__()
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import cli
-from test_registry import install_distribution
+from conftest import cli, install_distribution
 
 from rlplat.hydra_ext import GROUPS, PRESET_GROUPS, group_options
 

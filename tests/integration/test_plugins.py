@@ -18,10 +18,9 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, cli
+from conftest import TINY, cli, install_distribution
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
-from test_registry import install_distribution
 
 from rlplat.registry import check_kwargs
 

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import gymnasium
 import numpy as np
 import pytest
+from conftest import install_distribution
 
 from rlplat.registry import ENVS, NETWORKS, ConfigError, PluginError, Registry
 
 BOX = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
-
-
-def install_distribution(site: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]):
-    """Write a real installed distribution (dist-info + modules) into ``site``."""
-    info = site / f"{name.replace('-', '_')}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    lines = []
-    for group, entries in entry_points.items():
-        lines.append(f"[{group}]")
-        lines += [f"{k} = {v}" for k, v in entries.items()]
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    for filename, source in modules.items():
-        (site / filename).write_text(source)
 
 
 @pytest.fixture

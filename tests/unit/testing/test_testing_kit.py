@@ -9,8 +9,8 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from conftest import install_distribution
 from tensordict import TensorDict
-from test_registry import install_distribution
 from torch import nn
 
 from rlplat import keys
