@@ -2,16 +2,21 @@
 
 Hydra instantiates sweepers only from the ``hydra_plugins`` package, so the class lives
 here; the work is in :mod:`rlplat.sweep.optuna`. Importing this module registers nothing:
-:func:`rlplat.sweep.plugins.register_sweeper` registers the class and its config node.
-Optuna itself is imported only when a sweep runs.
+:func:`register_sweeper` (called by ``rlplat-train``) registers the class and its config
+node. Optuna itself is imported only when a sweep runs.
 """
 
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig
 
-from rlplat.sweep.optuna import OptunaSearch
+from rlplat.hydra_ext.plugins import register_hydra_plugins
+from rlplat.sweep.optuna import OptunaSearch, RlplatOptunaSweeperConf
+
+SWEEPER_GROUP = "hydra/sweeper"
+SWEEPER_NAME = "rlplat_optuna"
 
 
 class RlplatOptunaSweeper(Sweeper):
@@ -28,3 +33,18 @@ class RlplatOptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         return self.search.sweep(arguments)
+
+
+def register_sweeper() -> None:
+    """Make ``hydra/sweeper=rlplat_optuna`` selectable and instantiable.
+
+    Registers Hydra's plugin search path and :class:`RlplatOptunaSweeper` with Hydra's
+    ``Plugins`` (see :func:`rlplat.hydra_ext.plugins.register_hydra_plugins`), and stores
+    :class:`~rlplat.sweep.optuna.RlplatOptunaSweeperConf` as the option ``rlplat_optuna`` of
+    the group ``hydra/sweeper`` in Hydra's ConfigStore, so that a misspelt sweeper key fails
+    at composition. Idempotent.
+    """
+    register_hydra_plugins(RlplatOptunaSweeper)
+    ConfigStore.instance().store(
+        group=SWEEPER_GROUP, name=SWEEPER_NAME, node=RlplatOptunaSweeperConf, provider="rlplat"
+    )

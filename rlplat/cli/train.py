@@ -22,10 +22,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.registry import ConfigError, PluginError
-from rlplat.sweep.plugins import register_sweeper
 
 if TYPE_CHECKING:
     from rlplat.trainer import Callback

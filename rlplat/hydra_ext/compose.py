@@ -37,7 +37,7 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     as the command line is routed (:func:`rlplat.hydra_ext.overrides.route`). ``${hydra:...}``
     interpolations resolve as in a run started from the current directory. Sweep overlays
     that select ``hydra/sweeper=rlplat_optuna`` need
-    :func:`rlplat.sweep.plugins.register_sweeper` called first.
+    :func:`hydra_plugins.rlplat_optuna_sweeper.register_sweeper` called first.
 
     Args:
         overrides: Overrides as typed on the command line, e.g. ``["algo=ppo", "seed=1"]``.

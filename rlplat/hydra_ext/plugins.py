@@ -20,8 +20,8 @@ def register_hydra_plugins(*plugins: type[Plugin]) -> None:
 
     Args:
         plugins: More Hydra plugin classes to register, e.g. the Optuna sweeper
-            (:func:`rlplat.sweep.plugins.register_sweeper` passes it). Each must live in
-            the ``hydra_plugins`` package for Hydra to instantiate it.
+            (:func:`hydra_plugins.rlplat_optuna_sweeper.register_sweeper` passes it). Each
+            must live in the ``hydra_plugins`` package for Hydra to instantiate it.
 
     Raises:
         ValueError: (Hydra's) for a class that is not a concrete Hydra plugin.

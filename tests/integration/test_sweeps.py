@@ -405,7 +405,7 @@ def test_importing_the_sweeper_plugin_registers_nothing_until_asked():
 
         import hydra_plugins.rlplat_optuna_sweeper
         assert not stored()
-        from rlplat.sweep.plugins import register_sweeper
+        from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
         register_sweeper()
         register_sweeper()
         assert stored()
