@@ -16,7 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -135,7 +135,7 @@ class CheckpointFiles:
 
 def rng_state() -> dict[str, Any]:
     """Python's, numpy's and torch's global RNG states, as plain data and tensors."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
+    kind, keys, position, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
     return {
         "python": random.getstate(),
         "numpy": {

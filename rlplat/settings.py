@@ -9,8 +9,9 @@ only, with each key's meaning and unit; frames are env steps summed over all env
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from omegaconf import OmegaConf
 
@@ -48,14 +49,13 @@ class _Node:
         Raises:
             ConfigError: for an unknown or missing key, or a bad value.
         """
-        if OmegaConf.is_config(node):
-            values = OmegaConf.to_container(node, resolve=True)
-        else:
-            values = dict(node)
-        if not isinstance(values, dict):
-            raise ConfigError(f"{cls.NODE}={values!r}: must be a mapping of {', '.join(f.name for f in fields(cls))}")
-        check_kwargs(cls.NODE, cls, values)
-        return cls(**values)
+        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        if not isinstance(values, Mapping):
+            names = ", ".join(f.name for f in fields(cast(Any, cls)))
+            raise ConfigError(f"{cls.NODE}={values!r}: must be a mapping of {names}")
+        kwargs = {str(k): v for k, v in values.items()}
+        check_kwargs(cls.NODE, cls, kwargs)
+        return cls(**kwargs)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import urllib3
 from filelock import FileLock
 from mlflow import MlflowClient
 from mlflow.entities import LifecycleStage, Metric, Param, RunStatus, RunTag
@@ -31,8 +32,6 @@ from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
 from rlplat.registry import ConfigError
 from rlplat.settings import TrackingConfig
-
-__all__ = ["Backoff", "Outbox", "Tracker", "TrackerCallback", "TrackingConfig", "flatten", "run_tags"]
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -137,12 +136,22 @@ def unreachable(error: BaseException) -> bool:
     return False
 
 
+def timed_out(error: BaseException) -> bool:
+    """Whether ``error`` says that a request got no answer in time."""
+    for link in _causes(error):
+        if isinstance(link, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, but refused
+            return False
+        if isinstance(link, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
+            return True
+    return False
+
+
 def why(error: BaseException) -> str:
     """A few words on why a request failed: the socket's error when there is one
     (``connection refused``), else the first line of the message."""
+    if timed_out(error):
+        return "no answer within the timeout"
     for link in _causes(error):
-        if isinstance(link, requests.Timeout):
-            return "no answer within the timeout"
         if isinstance(link, OSError) and link.strerror:
             return link.strerror[0].lower() + link.strerror[1:]
     lines = str(error).strip().splitlines() or [type(error).__name__]
@@ -170,7 +179,7 @@ class Backoff:
     """
 
     first_s: float = 1.0
-    max_s: float = 8.0
+    max_s: float = 16.0
     clock: Callable[[], float] = time.monotonic
     failures: int = 0
     next_at: float = float("-inf")
@@ -319,7 +328,8 @@ class Tracker:
         return cls(config.uri, config.experiment, config.artifact_location, run_dir=run_dir)
 
     def _open_experiment(self, name: str, artifact_location: str | None) -> str:
-        """The experiment's id; at a server, tried :data:`PROBE_ATTEMPTS` times, briefly."""
+        """The experiment's id; at a server, tried :data:`PROBE_ATTEMPTS` times, briefly (once
+        when it timed out, so that a server that does not answer costs PROBE_TIMEOUT_S)."""
         if not self.uri.startswith(("http://", "https://")):
             return self._experiment(name, artifact_location)
         for attempt in range(1, PROBE_ATTEMPTS + 1):
@@ -327,7 +337,7 @@ class Tracker:
                 with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
                     return self._experiment(name, artifact_location)
             except MlflowException as error:
-                if attempt == PROBE_ATTEMPTS or not unreachable(error):
+                if attempt == PROBE_ATTEMPTS or not unreachable(error) or timed_out(error):
                     raise self._refused(error) from error
             time.sleep(PROBE_PAUSE_S)
         raise AssertionError("not reached")

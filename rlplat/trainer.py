@@ -296,7 +296,11 @@ class Trainer:
         # the loss_* terms are scalar tensors (the Loss contract), so their sum is one too
         total = cast(Tensor, sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX)))
         if not bool(torch.isfinite(total)):
-            terms = [k for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX) and not bool(torch.isfinite(v))]
+            terms = [
+                str(k)
+                for k, v in losses.items()
+                if str(k).startswith(keys.LOSS_PREFIX) and not bool(cast(Tensor, v).isfinite().all())
+            ]
             self._nonfinite(f"loss ({', '.join(terms) or 'sum of the loss terms'})", frames)
             return None
         optimizers.zero_grad()

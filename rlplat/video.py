@@ -16,9 +16,11 @@ generator: recording during training leaves the run's results unchanged.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,16 +51,19 @@ def require_imageio() -> None:
         raise ConfigError(f"videos need the imageio package, which is not installed: {INSTALL_HINT}") from error
 
 
+@functools.cache
 def ffmpeg_available() -> bool:
-    """Whether imageio-ffmpeg is installed and finds an ffmpeg binary (its own, or the one
-    named by ``IMAGEIO_FFMPEG_EXE``)."""
+    """Whether imageio-ffmpeg is installed and its ffmpeg binary (the wheel's own, or the one
+    named by ``IMAGEIO_FFMPEG_EXE``) runs and has the H.264 encoder (libx264). Asked once
+    per process."""
     try:
         import imageio_ffmpeg
 
-        imageio_ffmpeg.get_ffmpeg_exe()
-    except (ImportError, RuntimeError):  # RuntimeError: no binary found
+        executable = imageio_ffmpeg.get_ffmpeg_exe()  # RuntimeError: no binary found
+        listed = subprocess.run([executable, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30)
+    except (ImportError, RuntimeError, OSError, subprocess.SubprocessError):
         return False
-    return True
+    return listed.returncode == 0 and "libx264" in listed.stdout
 
 
 def check_renderable(env_node: Mapping[str, Any]) -> None:
@@ -164,11 +169,12 @@ def render(env: VectorEnv) -> np.ndarray:
             gymnasium's classic-control envs), or the env returns no RGB frame.
     """
     try:
-        (frame,) = env.env.render()
+        frames = env.env.render()  # one frame per env of the vector env
     except gymnasium.error.DependencyNotInstalled as error:
         raise ConfigError(
             f"rendering the env needs a package that is not installed ({error}): {INSTALL_HINT}"
         ) from None
+    frame = frames[0] if frames else None
     array = np.asarray(frame) if frame is not None else None
     if array is None or array.ndim != 3 or array.shape[-1] not in (3, 4):
         shape = None if array is None else array.shape
@@ -258,6 +264,8 @@ class VideoRecorder:
         device: Device of the policy.
         log: Called with each video file once written; None keeps the files only.
         fps: Frames per second of the videos.
+        start_frames: Frames already trained (a resumed run): the first video is due at the
+            next multiple of ``every_frames`` after them.
 
     Raises:
         ConfigError: when the env entry takes no ``render_mode``, imageio is missing, or
@@ -267,7 +275,7 @@ class VideoRecorder:
     def __init__(
         self, policy: Policy, env_node: Mapping[str, Any], transforms: Sequence[TransformLike], *,
         every_frames: int, run_dir: Path, seed: int, device: torch.device, log: Callable[[Path], None] | None = None,
-        fps: int = 30,
+        fps: int = 30, start_frames: int = 0,
     ) -> None:  # fmt: skip
         if isinstance(every_frames, bool) or not isinstance(every_frames, int) or every_frames < 1:
             raise ConfigError(f"trainer.record_every_frames={every_frames!r}: must be an integer >= 1 (0: no videos)")
@@ -276,7 +284,7 @@ class VideoRecorder:
         self.policy, self.transforms, self.device = policy, tuple(transforms), device
         self.every_frames, self.seed, self.fps, self.log = every_frames, seed, fps, log
         self.folder = Path(run_dir) / VIDEO_DIR
-        self.next_frames = every_frames
+        self.next_frames = (start_frames // every_frames + 1) * every_frames
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
         """Record a video when ``frames`` reached the next multiple of ``every_frames``."""

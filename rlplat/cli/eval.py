@@ -27,7 +27,7 @@ from rlplat.cli.restore import (
     default_tracking_uri,
     integer,
     locate_run,
-    parse_pairs,
+    parse_command,
     reported,
     restore,
 )
@@ -152,11 +152,10 @@ def record(
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-eval``; returns 0 (bad input exits with status 2)."""
     parser = argument_parser(PROG, "Evaluate a trained agent; record the result as a new MLflow run.", KEYS)
-    args = parser.parse_args(argv)
     with reported(PROG):
-        values, env = parse_pairs(args.pairs, KEYS)
+        run, values, env = parse_command(parser, argv, KEYS)
         uri = values["tracking.uri"] or default_tracking_uri()
-        located = locate_run(args.run, uri)
+        located = locate_run(run, uri)
         built = restore(located, env, values["seed"], values["device"])
         try:
             tracker, name = open_tracker(located, built.config, uri)  # a store that does not answer: bad input

@@ -13,8 +13,6 @@ from rlplat.registry import ConfigError
 
 RUN_FILE = "rlplat_run.json"
 """Written into each run directory when its MLflow run starts: run id, tracking URI, experiment id."""
-RUN_DIR_TAG = "rlplat.run_dir"
-"""MLflow tag on each run: its absolute run directory (Hydra's output directory)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,8 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
             f"{key}={run_id!r}: no run with this id in {tracking_uri} (give a run id, a run directory or a "
             "checkpoint file; tracking.uri=... names another store)"
         ) from error
+    from rlplat.tracking import RUN_DIR_TAG
+
     run_dir = run.data.tags.get(RUN_DIR_TAG)
     if not run_dir or not Path(run_dir).is_dir():
         raise ConfigError(f"{key}={run_id!r}: the run's directory {run_dir!r} is not on this machine")

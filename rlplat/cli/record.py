@@ -30,7 +30,7 @@ from rlplat.cli.restore import (
     default_tracking_uri,
     integer,
     locate_run,
-    parse_pairs,
+    parse_command,
     reported,
     restore,
     restored_env_node,
@@ -71,10 +71,11 @@ def run_video_logger(run_dir: Path) -> Callable[[Path], None]:
     return log
 
 
-def video_callbacks(built: Build, run_dir: Path) -> list[Any]:
+def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[Any]:
     """The trainer callbacks of ``trainer.record_every_frames``: none when it is 0, else a
     :class:`rlplat.video.VideoRecorder` writing ``<run_dir>/videos/frames_<frames>.mp4``,
-    logged to the run's MLflow run when tracking is on.
+    logged to the run's MLflow run when tracking is on. ``start_frames``: the frames a resumed
+    run has already trained.
 
     Raises:
         ConfigError: when the env entry takes no ``render_mode`` or imageio is not installed,
@@ -90,7 +91,7 @@ def video_callbacks(built: Build, run_dir: Path) -> list[Any]:
     log = run_video_logger(run_dir) if built.tracking.enabled else None
     recorder = VideoRecorder(
         parts.loss.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
-        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, log=log,
+        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, log=log, start_frames=start_frames,
     )  # fmt: skip
     return [recorder]
 
@@ -130,14 +131,14 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-record``; returns 0 (bad input exits with status 2)."""
     parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
-    args = parser.parse_args(argv)
     with reported(PROG):
-        values, env = parse_pairs(args.pairs, KEYS)
-        located = locate_run(args.run, values["tracking.uri"] or default_tracking_uri())
+        run, values, env = parse_command(parser, argv, KEYS)
+        located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
         path = render(located, values, env)
-    if path.suffix == ".gif" and Path(values["out"] or ".mp4").suffix.lower() != ".gif":
+    asked_for_gif = values["out"] is not None and Path(values["out"]).suffix.lower() == ".gif"
+    if path.suffix == ".gif" and not asked_for_gif:
         print(f"{PROG}: no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead", file=sys.stderr)
-    print(f"Wrote {values['episodes']} episodes to {path}")
+    print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")
     if located.run_id is not None and located.tracking_uri is not None:
         log_video(located.tracking_uri, located.run_id, path)
         print(f"Logged as artifact videos/{path.name} of MLflow run {located.run_id}.")

@@ -167,9 +167,24 @@ def argument_parser(prog: str, description: str, keys: Mapping[str, Key]) -> Arg
         epilog=f"keys:\n{listed}\n  {ENV_PREFIX}<key>=VALUE".ljust(26)
         + "override a key of the run's env node, e.g. env.id=Pendulum-v1 env.max_episode_steps=100",
     )
-    parser.add_argument("run", help="a run id (MLflow), a run directory or a checkpoint file")
+    parser.add_argument("run", nargs="?", help="a run id (MLflow), a run directory or a checkpoint file")
     parser.add_argument("pairs", nargs="*", metavar="key=value", help="settings, listed below")
     return parser
+
+
+def parse_command(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, keys: Mapping[str, Key]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``RUN key=value ...`` -> (the run as given, the values of ``keys``, env overrides).
+
+    Raises:
+        ConfigError: for a missing run or a bad ``key=value`` (see :func:`parse_pairs`).
+    """
+    args = parser.parse_args(argv)
+    if args.run is None:
+        raise ConfigError("give the run: a run id, a run directory or a checkpoint file (see --help)")
+    values, env = parse_pairs(args.pairs, keys)
+    return args.run, values, env
 
 
 def _shown(default: Any) -> str:
@@ -241,6 +256,8 @@ def restore(located: Located, env_overrides: Mapping[str, Any], seed: int | None
 
     config = copy.deepcopy(dict(located.state.get("config") or {}))
     config["env"] = restored_env_node(located, env_overrides)
+    if env_overrides:
+        check_same_spaces(located.state["config"]["env"], config["env"], env_overrides)
     config["tracking"] = {**config.get("tracking", {}), "enabled": False}
     if seed is not None:
         config["seed"] = seed
@@ -253,6 +270,26 @@ def restore(located: Located, env_overrides: Mapping[str, Any], seed: int | None
         built.parts.close()
         raise
     return built
+
+
+def check_same_spaces(trained: Mapping[str, Any], given: Mapping[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Raise ConfigError unless the overridden env has the observation shape and the kind and
+    size of actions the agent was trained on (Box bounds may differ: actions are normalised).
+
+    Raises:
+        ConfigError: naming the overrides and both envs' spaces.
+    """
+    from rlplat.build import env_spaces
+
+    def signature(space: Any) -> tuple[Any, ...]:
+        return type(space).__name__, space.shape, getattr(space, "n", None)
+
+    (obs_a, act_a), (obs_b, act_b) = env_spaces(trained), env_spaces(given)
+    if (signature(obs_a), signature(act_a)) != (signature(obs_b), signature(act_b)):
+        raise ConfigError(
+            f"{' '.join(f'env.{k}={v!r}' for k, v in overrides.items())}: the agent was trained on observations "
+            f"{obs_a} and actions {act_a}; this env has observations {obs_b} and actions {act_b}"
+        )
 
 
 def load_agent(built: Build, located: Located, env_overrides: Mapping[str, Any]) -> None:

@@ -65,6 +65,7 @@ def resume_run(target: str, tracking_uri: str) -> None:
     from omegaconf import OmegaConf
 
     from rlplat.build import build
+    from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training
 
     located = locate("resume", target, tracking_uri, which="newest", warn=_warn)
@@ -81,7 +82,8 @@ def resume_run(target: str, tracking_uri: str) -> None:
         )
         title = f"{config['loss']['name']} / resumed / seed {config['seed']}"
         run = located.run_id if built.tracking.enabled else None
-        run_training(built, RunSpec(located.run_dir, title, resume_run=run, state=located.state))
+        callbacks = video_callbacks(built, located.run_dir, start_frames=frames)
+        run_training(built, RunSpec(located.run_dir, title, resume_run=run, state=located.state, callbacks=callbacks))
     finally:
         built.parts.close()
 

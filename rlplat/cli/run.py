@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from rlplat.cli.locate import RUN_DIR_TAG, RUN_FILE
+from rlplat.cli.locate import RUN_FILE
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -108,11 +108,15 @@ def run_training(built: Build, spec: RunSpec) -> float:
     return summary[built.trainer.objective]
 
 
-def _exit_interrupted(error: BaseException, spec: RunSpec) -> None:
+def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
+    from rlplat.trainer import Interrupted
+
     name = getattr(error, "signal", None) or (str(error) if str(error) in EXIT_CODES else "SIGINT")
     record = spec.output_dir / RUN_FILE
     target = json.loads(record.read_text())["run_id"] if record.is_file() else str(spec.output_dir)
-    where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}" if hasattr(error, "frames") else "at once"
+    where = "at once"
+    if isinstance(error, Interrupted):
+        where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}"
     print(f"rlplat-train: stopped by {name} {where}.\nResume with: rlplat-train resume={target}", file=sys.stderr)
     raise SystemExit(EXIT_CODES.get(name, 130))
 
@@ -155,7 +159,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     step already logged (a resumed run logs only after it)."""
     from omegaconf import OmegaConf
 
-    from rlplat.tracking import Tracker, flatten
+    from rlplat.tracking import RUN_DIR_TAG, Tracker, flatten
 
     tracking = built.tracking
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)

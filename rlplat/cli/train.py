@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
-from rlplat.hydra_ext.validate import check_command_line, check_config
+from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
 from rlplat.registry import ConfigError, PluginError
 
 
@@ -50,6 +50,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     from rlplat.build import build
+    from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training
     from rlplat.sweep.reporter import TrialReporter
 
@@ -59,7 +60,14 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
         reporter = TrialReporter.from_environment(built.trainer.objective)
         tags = _tags(cfg, algo, env, command, reporter) if built.tracking.enabled else {}
-        spec = RunSpec(output_dir, f"{algo} / {env} / seed {seed}", tags=tags, reporter=reporter, job_start=job_start)
+        spec = RunSpec(
+            output_dir,
+            f"{algo} / {env} / seed {seed}",
+            tags=tags,
+            reporter=reporter,
+            job_start=job_start,
+            callbacks=video_callbacks(built, output_dir),
+        )
         return run_training(built, spec)
     finally:
         built.parts.close()
@@ -125,9 +133,10 @@ def task(cfg: DictConfig) -> float:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
+    started = job_start()
     try:
         check_config(cfg, list(hydra_cfg.overrides.task))
-        return train(cfg, output_dir, command, job_start())
+        return train(cfg, output_dir, command, started)
     except (ConfigError, PluginError) as error:
         remove_run_dir(output_dir, multirun)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
@@ -175,31 +184,37 @@ def main() -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         fail(error)
-    run_hydra()
+    run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
 
 
 _saved_full_error: list[str | None] = []
 """The user's HYDRA_FULL_ERROR (None: not set) while :func:`run_hydra` has set it to 1."""
 
 
-def run_hydra() -> None:
-    """Hand over to Hydra; its own errors (an override it rejects, a key the config lacks, a
-    config group option it cannot find) become one line and exit status 2.
+def run_hydra(raise_errors: bool) -> None:
+    """Hand over to Hydra; with ``raise_errors``, its own errors (an override it rejects, a
+    key the config lacks, a config group option it cannot find) become one line and exit
+    status 2.
 
     Hydra reports its errors by printing them and exiting 1, unless HYDRA_FULL_ERROR=1 (a
     documented setting), where it raises them. That setting is made here for Hydra's
-    composition only: :func:`task` puts the user's value back as soon as a job starts, so
-    that an error during training is reported as Hydra always does.
+    composition only: :func:`task` puts the user's value back as soon as the job starts, so
+    that an error during training is reported as Hydra always does. A multirun, whose jobs
+    may run in other processes, and a command that only prints are left to Hydra as they are.
+
+    Args:
+        raise_errors: Whether to have Hydra raise its errors (a single run).
     """
-    _saved_full_error.append(os.environ.get("HYDRA_FULL_ERROR"))
-    os.environ["HYDRA_FULL_ERROR"] = "1"
+    if raise_errors:
+        _saved_full_error.append(os.environ.get("HYDRA_FULL_ERROR"))
+        os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         # Decorated here rather than at definition, so that launchers pickle `task` by reference.
         hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException, ConfigError, PluginError) as error:
         user_value = _saved_full_error[0] if _saved_full_error else os.environ.get("HYDRA_FULL_ERROR")
-        if user_value == "1":
-            raise
+        if not raise_errors or user_value == "1":
+            raise  # Hydra raised on its own (HYDRA_FULL_ERROR=1, a debugger): the traceback is wanted
         fail(error)
     finally:
         restore_full_error()

@@ -207,7 +207,7 @@ def _decode(value: Any, current: Any) -> Any:
         generator = current if isinstance(current, np.random.Generator) else np.random.default_rng()
         generator.bit_generator.state = value["generator"]
         return generator
-    items = [_decode(item, None) for item in value.get("tuple", value.get("list", []))]
+    items = [_decode(item, None) for item in value.get("tuple", value.get("list")) or []]
     return tuple(items) if "tuple" in value else items
 
 

@@ -110,11 +110,11 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
             (reason)``.
     """
     overrides = parse_overrides(args)
-    if any(arg.split("=", 1)[0] in INFO_FLAGS for arg in args):
+    if prints_only(args):
         return
     cwd = Path.cwd() if cwd is None else cwd
     given = {o.key_or_group: o.value() for o in overrides if not o.is_delete()}
-    run_key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(args) else "hydra.run.dir"
+    run_key = "hydra.sweep.dir" if is_multirun(args) else "hydra.run.dir"
     run_dir = given.get(run_key, _default_hydra_value(run_key))
     if isinstance(run_dir, str):
         check_writable(run_key, run_dir, Path(_literal_prefix(run_dir)), cwd)
@@ -124,6 +124,16 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
         prefix = _literal_prefix(path)
         if prefix and path != ":memory:":
             check_writable("tracking.uri", uri, Path(prefix).parent if prefix == path else Path(prefix), cwd)
+
+
+def prints_only(args: Sequence[str]) -> bool:
+    """Whether the command line only prints (``--help``, ``--cfg job``, ...) and runs nothing."""
+    return any(arg.split("=", 1)[0] in INFO_FLAGS for arg in args)
+
+
+def is_multirun(args: Sequence[str]) -> bool:
+    """Whether the command line starts a multirun (``-m``, ``--multirun``)."""
+    return bool({"-m", "--multirun"} & set(args))
 
 
 def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:

@@ -120,7 +120,17 @@ def test_record_to_a_chosen_gif(trained, tmp_path):
     assert "no ffmpeg" not in result.stderr
 
 
+def test_record_without_an_ffmpeg_encoder_writes_a_gif_and_says_so(trained, tmp_path):
+    args = (str(trained.run_dir / "checkpoints" / "final.pt"), "episodes=2", "out=clip.mp4", "env.max_episode_steps=10")
+    result = cli("rlplat-record", *args, cwd=tmp_path, env={"IMAGEIO_FFMPEG_EXE": str(tmp_path / "no-ffmpeg")})
+    assert result.returncode == 0, result.stderr
+    assert "no ffmpeg encoder available" in result.stderr and "wrote a GIF instead" in result.stderr
+    assert not (tmp_path / "clip.mp4").exists()
+    assert len(iio.imread(tmp_path / "clip.gif", index=None)) == 20  # 2 episodes of 10 steps
+
+
 EVAL_BAD = [
+    (["env.id=CartPole-v1"], ["env.id='CartPole-v1'", "trained on observations Box", "Discrete(2)"]),
     (["episode=3"], ["unknown key 'episode'", "Valid keys: episodes, deterministic", "Did you mean 'episodes'"]),
     (["episodes=0"], ["episodes=0", "integer >= 1"]),
     (["episodes=abc"], ["episodes='abc'", "integer >= 1"]),
@@ -155,6 +165,8 @@ def test_unknown_run_ids_and_corrupt_checkpoints_are_one_line_errors(trained, tm
     result = cli("rlplat-eval", "0123456789abcdef", cwd=tmp_path)  # the default store does not exist here
     assert_one_line_error("rlplat-eval", result, ["'0123456789abcdef'", "outputs/mlflow.db"])
     assert not (tmp_path / "outputs").exists(), "looking a run id up creates no store"
+
+    assert_one_line_error("rlplat-eval", cli("rlplat-eval", cwd=tmp_path), ["give the run"])
 
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
@@ -221,6 +233,12 @@ def test_video_recorder_records_on_its_schedule_without_touching_global_randomne
     assert torch.equal(torch.get_rng_state(), states[0]) and (np.random.get_state()[1] == states[1]).all()
     assert random.getstate() == states[2]
 
+    resumed = video.VideoRecorder(
+        ZeroPolicy(), PENDULUM, (), every_frames=100, run_dir=tmp_path, seed=0, device=torch.device("cpu"),
+        start_frames=250,
+    )  # fmt: skip
+    assert resumed.next_frames == 300
+
 
 def test_envs_that_cannot_render_fail_before_recording(tmp_path):
     with pytest.raises(ConfigError, match="env.name"):
@@ -229,3 +247,33 @@ def test_envs_that_cannot_render_fail_before_recording(tmp_path):
     with pytest.raises(ConfigError, match="trainer.record_every_frames=0"):
         video.VideoRecorder(ZeroPolicy(), PENDULUM, (), every_frames=0, run_dir=tmp_path, seed=0,
                             device=torch.device("cpu"))  # fmt: skip
+
+
+def test_periodic_videos_during_training_change_nothing_and_are_logged_on_the_run(trained, tmp_path):
+    """What ``trainer.record_every_frames`` adds to a run (``video_callbacks``): the same
+    training twice from the run's final checkpoint, without and with videos."""
+    from dataclasses import replace
+
+    from rlplat.cli.locate import RUN_FILE
+    from rlplat.cli.record import video_callbacks
+    from rlplat.cli.restore import locate_run, restore
+    from rlplat.trainer import Trainer
+
+    located = locate_run(str(trained.run_dir), trained.store)
+    summaries, runs = [], [tmp_path / "without", tmp_path / "with"]
+    for run_dir, every in zip(runs, (0, 128)):
+        run_dir.mkdir()
+        (run_dir / RUN_FILE).write_text((trained.run_dir / RUN_FILE).read_text())  # log to the trained run
+        built = restore(located, {}, None, "cpu")
+        built = replace(built, trainer=replace(built.trainer, record_every_frames=every))
+        built = replace(built, tracking=replace(built.tracking, enabled=True))
+        try:
+            summaries.append(Trainer(built.parts, built.trainer, run_dir, video_callbacks(built, run_dir)).fit())
+        finally:
+            built.parts.close()
+    assert summaries[0]["eval/return_mean"] == summaries[1]["eval/return_mean"]
+    assert not (runs[0] / "videos").exists()
+    names = sorted(p.name for p in (runs[1] / "videos").iterdir())
+    assert names == ["frames_000000000128.mp4", "frames_000000000256.mp4"]
+    artifacts = {a.path for a in trained.client.list_artifacts(trained.run_id, "videos")}
+    assert {f"videos/{name}" for name in names} <= artifacts

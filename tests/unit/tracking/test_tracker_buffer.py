@@ -5,6 +5,10 @@ does it with a real server)."""
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,36 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException, RestException
 
 from rlplat import tracking
+from rlplat.registry import ConfigError
 from rlplat.tracking import Backoff, Tracker, TrackerCallback, http_limits, unreachable
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One sqlite store for the module (creating one takes seconds); each test has its own run."""
+    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A URI where connections are accepted and never answered (a hung server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for connection in accepted:
+        connection.close()
 
 
 class FakeClock:
@@ -173,8 +206,6 @@ def test_reopen_continues_a_run_and_the_callback_skips_logged_steps(store):
 
 
 def test_reopen_of_an_unknown_run_is_a_config_error(store):
-    from rlplat.registry import ConfigError
-
     with pytest.raises(ConfigError, match=r"no run 'abc' in tracking\.uri="):
         Tracker(store, "resume", None).reopen("abc")
 
@@ -210,3 +241,24 @@ def test_http_errors_are_transient_only_for_retryable_statuses(status, expected)
 def test_a_rejected_request_is_not_unreachable():
     assert not unreachable(RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad"}))
     assert unreachable(requests.ConnectTimeout("timed out"))
+
+
+def test_a_server_that_does_not_answer_is_a_config_error_after_one_timeout(silent_server):
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"no MLflow tracking server answers there \(no answer within the timeout\)"):
+        Tracker(silent_server, "hung", None)
+    assert time.monotonic() - start < tracking.PROBE_TIMEOUT_S + 1
+
+
+def test_a_server_that_stops_answering_holds_a_log_step_for_the_write_timeout_at_most(store, silent_server):
+    lines: list[str] = []
+    tracker = Tracker(store, "hung", None, say=lines.append)
+    tracker.start("run", {}, {})
+    tracker.client = MlflowClient(tracking_uri=silent_server)  # the real HTTP transport, to a hung server
+    start = time.monotonic()
+    tracker.log_metrics({"time/fps": 1.0}, step=256)
+    assert time.monotonic() - start < tracking.WRITE_TIMEOUT_S + 1
+    assert lines == ["warning: tracking server unreachable; 1 metric value buffered, retrying"]
+    start = time.monotonic()
+    tracker.log_metrics({"time/fps": 2.0}, step=512)  # the retry is not due: no wait at all
+    assert time.monotonic() - start < 0.1 and len(tracker.outbox.metrics) == 2
