@@ -295,25 +295,28 @@ class Trainer:
         losses = loss(batch)
         # the loss_* terms are scalar tensors (the Loss contract), so their sum is one too
         total = cast(Tensor, sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX)))
-        if not bool(torch.isfinite(total)):
-            terms = [
-                str(k)
-                for k, v in losses.items()
-                if str(k).startswith(keys.LOSS_PREFIX) and not bool(cast(Tensor, v).isfinite().all())
-            ]
-            self._nonfinite(f"loss ({', '.join(terms) or 'sum of the loss terms'})", frames)
-            return None
         optimizers.zero_grad()
         total.backward()
         norms = optimizers.clip_gradients()
-        bad = [name for name, norm in norms.items() if not bool(torch.isfinite(norm))]
-        if bad:
-            self._nonfinite(f"gradient ({', '.join(bad)})", frames)
+        if not bool(torch.isfinite(sum(norms.values(), total))):  # one check for the loss and every gradient
+            self._nonfinite(self._nonfinite_update(losses, norms), frames)
             return None
         optimizers.step()
         losses.update(norms)
         loss.after_update()  # e.g. target networks
         return losses.detach()
+
+    @staticmethod
+    def _nonfinite_update(losses: TensorDict, norms: Mapping[str, Tensor]) -> str:
+        """Which loss terms, or else which gradients, are not finite."""
+        terms = [
+            str(k)
+            for k, v in losses.items()
+            if str(k).startswith(keys.LOSS_PREFIX) and not bool(cast(Tensor, v).isfinite().all())
+        ]
+        if terms:
+            return f"loss ({', '.join(terms)})"
+        return f"gradient ({', '.join(name for name, norm in norms.items() if not bool(norm.isfinite()))})"
 
     def _update_metrics(self, outputs: list[TensorDict]) -> dict[str, float]:
         """Means over the updates since the last log: ``loss_<term>`` -> ``loss/<term>``, any
