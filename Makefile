@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e '.[test,lint,slurm,ray]'
+	$(BIN)/pip install --quiet -e '.[test,lint,video,slurm,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create the virtualenv and install rlplat (editable) with test tools
@@ -34,8 +34,9 @@ test-all: $(STAMP)  ## every test, slow learning checks included
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop (medians)
+bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input (medians)
 	$(BIN)/python benchmarks/speed.py
+	$(BIN)/python benchmarks/bad_input.py
 
 bench-learning: $(STAMP)  ## rerun the README results table into benchmarks/results.md
 	$(BIN)/python benchmarks/learning.py

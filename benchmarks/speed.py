@@ -47,7 +47,7 @@ def time_updates(trainer: Trainer) -> float:
     parts.buffer.extend(rollout)
     start, updates = time.perf_counter(), 0
     for batch in parts.buffer.batches():
-        trainer._update(batch)
+        trainer._update(batch, frames=0)
         updates += 1
     return updates / (time.perf_counter() - start)
 

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
+from rlplat.envs.probe import env_spaces  # the env probe rlplat-train's pre-check runs too
 from rlplat.envs.vector import VectorEnv
 from rlplat.losses.base import Loss
 from rlplat.networks.base import NetworkFactory
@@ -43,8 +44,8 @@ from rlplat.registry import (
     ConfigError,
     PluginError,
 )
-from rlplat.tracking import TrackingConfig
-from rlplat.trainer import Parts, TrainerConfig, seed_everything
+from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
+from rlplat.trainer import Parts, seed_everything
 from rlplat.transforms.base import Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
@@ -67,12 +68,14 @@ class Build:
     Attributes:
         parts: What the trainer runs.
         trainer: The ``trainer`` settings.
+        checkpoint: The ``checkpoint`` settings.
         tracking: The ``tracking`` settings (no run exists yet).
         config: The resolved config as plain containers.
     """
 
     parts: Parts
     trainer: TrainerConfig
+    checkpoint: CheckpointConfig
     tracking: TrackingConfig
     config: Mapping[str, Any]
 
@@ -97,9 +100,8 @@ def build(cfg: DictConfig) -> Build:
     config = resolve(cfg)
     trainer = TrainerConfig.from_node(config["trainer"])
     tracking = TrackingConfig.from_node(config["tracking"])
-    seed = config["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
+    checkpoint = CheckpointConfig.from_node(config["checkpoint"])
+    seed = check_seed(config["seed"])
     torch.set_num_threads(trainer.num_threads)
     device = resolve_device(trainer.device)
     seed_everything(seed)
@@ -128,7 +130,7 @@ def build(cfg: DictConfig) -> Build:
         collector.close()
         raise
     parts = Parts(loss, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
-    return Build(parts, trainer, tracking, config)
+    return Build(parts, trainer, checkpoint, tracking, config)
 
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:
@@ -162,20 +164,6 @@ def resolve_device(name: str) -> torch.device:
 def single_env(env_node: Mapping[str, Any]) -> Any:
     """A factory of one env as the ``env`` node configures it."""
     return lambda: ENVS.build("env", env_node)
-
-
-def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
-    """The single env's observation and action spaces, read from one probe env.
-
-    Raises:
-        ConfigError: when the env factory returns something that is not a gymnasium.Env.
-    """
-    probe = ENVS.build("env", env_node)
-    if not isinstance(probe, gymnasium.Env):
-        raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
-    spaces = probe.observation_space, probe.action_space
-    probe.close()
-    return spaces
 
 
 def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:

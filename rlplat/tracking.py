@@ -1,26 +1,52 @@
-"""The MLflow adapter: one run per training job, through ``mlflow.MlflowClient``."""
+"""The MLflow adapter: one run per training job, through ``mlflow.MlflowClient``.
+
+A tracking server that goes away during a run does not stop the training: writes that fail
+because it cannot be reached are kept in order and written when it answers again (see
+:class:`Tracker`). One that cannot be reached when a run starts is a config error.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
+import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+import requests
+import urllib3
 from filelock import FileLock
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus
+from mlflow.entities import LifecycleStage, Metric, Param, RunStatus, RunTag
+from mlflow.environment_variables import (
+    MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR,
+    MLFLOW_HTTP_REQUEST_MAX_RETRIES,
+    MLFLOW_HTTP_REQUEST_TIMEOUT,
+)
 from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
-from omegaconf import OmegaConf
 
-from rlplat.registry import ConfigError, check_kwargs
+from rlplat.registry import ConfigError
+from rlplat.settings import TrackingConfig
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
+MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
+MAX_METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value, in characters
+
+PROBE_ATTEMPTS = 2  # requests to a tracking server when a run opens, before it is declared absent
+PROBE_PAUSE_S = 0.5  # seconds between them
+PROBE_TIMEOUT_S = 3  # seconds each request may wait for an answer (MLflow takes whole seconds)
+WRITE_TIMEOUT_S = 2  # seconds a write during training may wait: the most a log step can be held up
+END_TIMEOUT_S = 5  # seconds each write in Tracker.end may wait
+END_FLUSH_S = 30.0  # seconds Tracker.end keeps trying to write what is buffered
+MAX_BUFFERED = 1_000_000  # metric values kept while the server is unreachable; later ones are dropped
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # HTTP statuses MLflow itself retries
+RUN_DIR_TAG = "rlplat.run_dir"  # tag on each run: its absolute run directory (Hydra's output directory)
 
 
 def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -58,20 +84,263 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager[Any]:
     return FileLock(f"{path}.lock", timeout=300)
 
 
+@contextlib.contextmanager
+def http_limits(*, retries: int, timeout_s: int) -> Iterator[None]:
+    """Bound MLflow's HTTP requests made inside the block; the settings are restored after it.
+
+    MLflow reads its documented ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``..._TIMEOUT`` and
+    ``..._BACKOFF_FACTOR`` at each request, and by default retries a server that does not
+    answer for minutes. The :class:`Tracker` retries on its own schedule instead, so it sets
+    them only around its own requests: other MLflow users in the process (a sweep's parent
+    run, user code) keep MLflow's defaults, or the user's.
+
+    Args:
+        retries: Retries MLflow makes inside one request (0: none; urllib3 logs each retry).
+        timeout_s: Seconds to wait for a connection, and then for an answer.
+    """
+    limits = {
+        MLFLOW_HTTP_REQUEST_MAX_RETRIES.name: str(retries),
+        MLFLOW_HTTP_REQUEST_TIMEOUT.name: str(timeout_s),
+        MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.name: "0",
+    }
+    saved = {name: os.environ.get(name) for name in limits}
+    os.environ.update(limits)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then what it was raised from or while handling, and so on."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says that the tracking server could not be reached or failed for now
+    (connection refused, timeout, HTTP 408/429/5xx), rather than that it rejected a request."""
+    for link in _causes(error):
+        if isinstance(link, requests.HTTPError) and link.response is not None:
+            return link.response.status_code in TRANSIENT_STATUS
+        if isinstance(link, requests.RequestException):
+            return True
+    return False
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether ``error`` says that a request got no answer in time."""
+    for link in _causes(error):
+        if isinstance(link, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, but refused
+            return False
+        if isinstance(link, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
+            return True
+    return False
+
+
+def why(error: BaseException) -> str:
+    """A few words on why a request failed: the socket's error when there is one
+    (``connection refused``), else the first line of the message."""
+    if timed_out(error):
+        return "no answer within the timeout"
+    for link in _causes(error):
+        if isinstance(link, OSError) and link.strerror:
+            return link.strerror[0].lower() + link.strerror[1:]
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return lines[0][:200]
+
+
+def _say_on_stderr(message: str) -> None:
+    print(f"rlplat-train: {message}", file=sys.stderr, flush=True)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class Backoff:
+    """When to try again after consecutive failures: ``first_s`` seconds after the first,
+    doubling after each further one, at most ``max_s`` apart.
+
+    Attributes:
+        first_s: Seconds between the first failure and the next attempt.
+        max_s: The longest wait, in seconds.
+        clock: Monotonic seconds (a fake one in tests).
+        failures: Consecutive failures so far.
+    """
+
+    first_s: float = 1.0
+    max_s: float = 16.0
+    clock: Callable[[], float] = time.monotonic
+    failures: int = 0
+    next_at: float = float("-inf")
+
+    def due(self) -> bool:
+        """Whether an attempt may be made now."""
+        return self.clock() >= self.next_at
+
+    def wait_s(self) -> float:
+        """Seconds until the next attempt is due (0 when it is)."""
+        return max(0.0, self.next_at - self.clock())
+
+    def failed(self) -> None:
+        """Record a failed attempt: the next one is due after the (doubled) wait."""
+        self.next_at = self.clock() + min(self.first_s * 2.0**self.failures, self.max_s)
+        self.failures += 1
+
+    def succeeded(self) -> None:
+        """Record a successful attempt: the next one is due at once."""
+        self.failures, self.next_at = 0, float("-inf")
+
+
+@dataclass
+class Outbox:
+    """A run's writes that are waiting to be sent, oldest first.
+
+    Attributes:
+        params: Params not yet logged.
+        tags: Tags not yet set (the latest value of each).
+        metrics: Metric values not yet logged, in the order they were logged, each with its
+            own step (frames) and timestamp.
+        artifacts: Files or directories not yet uploaded, with their artifact path.
+        written: Metric values written so far.
+        dropped: Metric values not kept because :data:`MAX_BUFFERED` were already waiting.
+    """
+
+    params: list[Param] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    artifacts: list[tuple[Path, str | None]] = field(default_factory=list)
+    written: int = 0
+    dropped: int = 0
+
+    def add_metrics(self, metrics: list[Metric]) -> None:
+        """Queue metric values, keeping at most :data:`MAX_BUFFERED`."""
+        room = max(0, MAX_BUFFERED - len(self.metrics))
+        self.metrics += metrics[:room]
+        self.dropped += len(metrics[room:])
+
+    def add_artifact(self, path: Path, artifact_path: str | None) -> None:
+        """Queue an upload, once: the file is read when it is sent."""
+        if (path, artifact_path) not in self.artifacts:
+            self.artifacts.append((path, artifact_path))
+
+    def __len__(self) -> int:
+        return len(self.params) + len(self.tags) + len(self.metrics) + len(self.artifacts)
+
+    def describe(self) -> str:
+        """What is waiting, in words: ``12 metric values and 1 artifact``."""
+        counts = [(len(self.metrics), "metric value"), (len(self.params), "param"), (len(self.tags), "tag")]
+        counts.append((len(self.artifacts), "artifact"))
+        parts = [_count(n, what) for n, what in counts if n] or [_count(0, "metric value")]
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+    def send(self, client: MlflowClient, run_id: str) -> None:
+        """Write everything into run ``run_id``, oldest first, in MLflow's largest batches.
+
+        What was written leaves the outbox at once, so that after a failure part-way only
+        the rest is sent again. A batch sent again after its answer was lost is harmless:
+        MLflow keeps one copy of a metric value with the same step and timestamp, and of a
+        param with the same value. A file that no longer exists is skipped.
+
+        Raises:
+            MlflowException, requests.RequestException: when a request fails.
+        """
+        while self.params:
+            client.log_batch(run_id, params=self.params[:MAX_PARAMS_PER_BATCH])
+            del self.params[:MAX_PARAMS_PER_BATCH]
+        tags = [RunTag(key, value) for key, value in self.tags.items()]
+        for start in range(0, len(tags), MAX_TAGS_PER_BATCH):
+            client.log_batch(run_id, tags=tags[start : start + MAX_TAGS_PER_BATCH])
+        self.tags.clear()
+        while self.metrics:
+            batch = self.metrics[:MAX_METRICS_PER_BATCH]
+            client.log_batch(run_id, metrics=batch)
+            del self.metrics[: len(batch)]
+            self.written += len(batch)
+        while self.artifacts:
+            path, artifact_path = self.artifacts[0]
+            if path.is_dir():
+                client.log_artifacts(run_id, str(path), artifact_path)
+            elif path.exists():
+                client.log_artifact(run_id, str(path), artifact_path)
+            del self.artifacts[0]
+
+
 class Tracker:
     """Records one run in MLflow: params, metrics (step = frames), artifacts, tags, status.
+
+    At a tracking server (``http(s)://``), the constructor first checks that one answers:
+    a couple of short requests, so that a wrong ``tracking.uri`` is a config error within
+    seconds, before any run exists. During the run, every write goes through an
+    :class:`Outbox`: a write that fails because the server cannot be reached stays in it,
+    in order, and is tried again at a later write once a :class:`Backoff` wait has passed
+    (one request of at most :data:`WRITE_TIMEOUT_S` seconds per attempt), so that training
+    goes on while the server is away. One line says when values start being buffered, and
+    one when they were written. :meth:`end` tries for :data:`END_FLUSH_S` seconds more.
+    A write the server rejects (a changed param, a deleted run) raises.
 
     Args:
         uri: Tracking URI, e.g. ``sqlite:////abs/outputs/mlflow.db`` or ``http://host:5000``.
         experiment: Experiment name, created when missing.
         artifact_location: Directory for a newly created experiment's artifacts.
+        run_dir: The run's directory, named when values could not be recorded; by default
+            the run's :data:`RUN_DIR_TAG` tag.
+        say: Shows the user one line (default: on stderr, after ``rlplat-train: ``).
+
+    Raises:
+        ConfigError: when no MLflow tracking server answers at an ``http(s)://`` ``uri``,
+            or it refuses the requests.
     """
 
-    def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        artifact_location: str | None,
+        *,
+        run_dir: Path | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.uri, self.run_dir = uri, run_dir
+        self.run_id: str | None = None
+        self.outbox = Outbox()
+        self.backoff = Backoff()
+        self._say = say or _say_on_stderr
+        self._buffering_since: int | None = None  # Outbox.written when buffering started
+        self._ended = False
         with store_lock(uri):
             self.client = MlflowClient(tracking_uri=uri)
-            self.experiment_id = self._experiment(experiment, artifact_location)
-        self.run_id: str | None = None
+            self.experiment_id = self._open_experiment(experiment, artifact_location)
+
+    @classmethod
+    def from_config(cls, config: TrackingConfig, run_dir: Path | None = None) -> Tracker:
+        """A tracker for the ``tracking`` node (see :class:`Tracker` for ``run_dir``)."""
+        return cls(config.uri, config.experiment, config.artifact_location, run_dir=run_dir)
+
+    def _open_experiment(self, name: str, artifact_location: str | None) -> str:
+        """The experiment's id; at a server, tried :data:`PROBE_ATTEMPTS` times, briefly (once
+        when it timed out, so that a server that does not answer costs PROBE_TIMEOUT_S)."""
+        if not self.uri.startswith(("http://", "https://")):
+            return self._experiment(name, artifact_location)
+        for attempt in range(1, PROBE_ATTEMPTS + 1):
+            try:
+                with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+                    return self._experiment(name, artifact_location)
+            except MlflowException as error:
+                if attempt == PROBE_ATTEMPTS or not unreachable(error) or timed_out(error):
+                    raise self._refused(error) from error
+            time.sleep(PROBE_PAUSE_S)
+        raise AssertionError("not reached")
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -86,14 +355,75 @@ class Tracker:
                 raise
             return found.experiment_id
 
+    def _refused(self, error: BaseException) -> ConfigError:
+        """The config error for a server that does not answer, or refuses."""
+        if unreachable(error):
+            return ConfigError(f"tracking.uri={self.uri!r}: no MLflow tracking server answers there ({why(error)})")
+        return ConfigError(f"tracking.uri={self.uri!r}: the tracking store refused the request ({why(error)})")
+
     def start(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> str:
-        """Create the run with ``tags`` and log ``params``; returns the run id."""
-        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags))
+        """Create the run with ``tags`` and log ``params``; returns the run id.
+
+        Raises:
+            ConfigError: when the tracking server stopped answering since the constructor;
+                no run was created.
+        """
+        try:
+            with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+                run = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags))
+        except MlflowException as error:
+            if unreachable(error):
+                raise self._refused(error) from error
+            raise
         self.run_id = run.info.run_id
-        items = [Param(k, v) for k, v in params.items()]
-        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
+        if self.run_dir is None and RUN_DIR_TAG in tags:
+            self.run_dir = Path(tags[RUN_DIR_TAG])
+        self.outbox.params += [Param(key, value) for key, value in params.items()]
+        try:
+            self._flush(WRITE_TIMEOUT_S)
+        except BaseException:  # rejected params: the run must not stay RUNNING
+            self.end("FAILED")
+            raise
         return self.run_id
+
+    def reopen(self, run_id: str) -> None:
+        """Continue the existing run ``run_id`` (a resume): its status goes back to RUNNING;
+        nothing is logged again. End it with :meth:`end` as a started run.
+
+        Raises:
+            ConfigError: when the store has no such run, it was deleted, or the tracking
+                server does not answer.
+        """
+        try:
+            with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+                run = self.client.get_run(run_id)
+                if run.info.lifecycle_stage == LifecycleStage.DELETED:
+                    raise ConfigError(
+                        f"run {run_id!r} was deleted from tracking.uri={self.uri!r}: restore it first "
+                        f"(mlflow runs restore --run-id {run_id})"
+                    )
+                self.client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        except MlflowException as error:
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                raise ConfigError(f"no run {run_id!r} in tracking.uri={self.uri!r}") from error
+            raise self._refused(error) from error
+        self.run_id, self.experiment_id = run_id, run.info.experiment_id
+        if self.run_dir is None and RUN_DIR_TAG in run.data.tags:
+            self.run_dir = Path(run.data.tags[RUN_DIR_TAG])
+        self._ended = False
+
+    def last_step(self, key: str) -> int | None:
+        """The largest step (frames) logged for metric ``key`` in the run; None when none was.
+
+        Raises:
+            ConfigError: when the tracking server does not answer.
+        """
+        try:
+            with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+                history = self.client.get_metric_history(self._started_run_id, key)
+        except MlflowException as error:
+            raise self._refused(error) from error
+        return max((metric.step for metric in history), default=None)
 
     @property
     def _started_run_id(self) -> str:
@@ -102,38 +432,134 @@ class Tracker:
         return self.run_id
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log scalar ``metrics`` at ``step`` (frames) in one batch."""
+        """Log scalar ``metrics`` at ``step`` (frames), timestamped now, in one batch (later,
+        in order, while the tracking server is unreachable)."""
         now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items()]
-        self.client.log_batch(self._started_run_id, metrics=batch)
+        self.outbox.add_metrics([Metric(key, float(value), now, int(step)) for key, value in metrics.items()])
+        self._write_soon()
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        """Upload a file, or a directory's contents, under ``artifact_path``."""
-        if Path(path).is_dir():
-            self.client.log_artifacts(self._started_run_id, str(path), artifact_path)
-        else:
-            self.client.log_artifact(self._started_run_id, str(path), artifact_path)
+        """Upload a file, or a directory's contents, under ``artifact_path`` (later, while the
+        tracking server is unreachable: the file is read then)."""
+        self.outbox.add_artifact(Path(path), artifact_path)
+        self._write_soon()
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        """Set (or overwrite) tags on the run."""
-        for key, value in tags.items():
-            self.client.set_tag(self._started_run_id, key, value)
+        """Set (or overwrite) tags on the run (later, while the tracking server is unreachable)."""
+        self.outbox.tags.update(tags)
+        self._write_soon()
+
+    def _write_soon(self) -> None:
+        """Send the outbox unless a retry after a failure is not due yet."""
+        if self.backoff.due():
+            self._flush(WRITE_TIMEOUT_S)
+
+    def _flush(self, timeout_s: int) -> bool:
+        """Try to send the outbox now, each request waiting at most ``timeout_s`` seconds;
+        returns whether all of it was written.
+
+        Raises:
+            MlflowException, requests.RequestException, OSError: a write the store rejected.
+        """
+        try:
+            with http_limits(retries=0, timeout_s=timeout_s):
+                self.outbox.send(self.client, self._started_run_id)
+        except Exception as error:
+            if not unreachable(error):
+                raise
+            self.backoff.failed()
+            if self._buffering_since is None:
+                self._buffering_since = self.outbox.written
+                self._say(f"warning: tracking server unreachable; {self.outbox.describe()} buffered, retrying")
+            return False
+        self.backoff.succeeded()
+        if self._buffering_since is not None:
+            written = self.outbox.written - self._buffering_since
+            self._buffering_since = None
+            self._say(f"tracking server reachable again; {_count(written, 'buffered metric value')} written")
+        return True
 
     def end(self, status: str) -> None:
-        """End the run with ``status``: FINISHED, FAILED, or KILLED (stopped early, e.g. pruned)."""
-        self.client.set_terminated(self._started_run_id, status=RunStatus.to_string(RunStatus.from_string(status)))
+        """Write what is buffered, then end the run with ``status``: FINISHED, FAILED, or
+        KILLED (stopped early, e.g. pruned).
+
+        While the tracking server is unreachable, it keeps trying for :data:`END_FLUSH_S`
+        seconds, then gives up with one line saying what was not recorded and where the
+        run's directory is. It never raises an ``Exception`` (it runs in ``finally`` blocks,
+        where it must not hide the error that ended the run); Ctrl-C stops the waiting.
+        Ending an ended run does nothing.
+        """
+        if self.run_id is None or self._ended:
+            return
+        self._ended = True
+        status = RunStatus.to_string(RunStatus.from_string(status))
+        deadline = time.monotonic() + END_FLUSH_S
+        problem = self._flush_until(deadline)
+        ended = self._terminate(status, deadline)
+        if problem is not None or not ended or self.outbox.dropped:
+            self._report_loss(status, problem or "tracking server unreachable", ended)
+
+    def _flush_until(self, deadline: float) -> str | None:
+        """Send the outbox, retrying until ``deadline``; returns why it could not, or None."""
+        try:
+            while not self._flush(END_TIMEOUT_S):
+                pause = min(self.backoff.wait_s(), deadline - time.monotonic())
+                if pause <= 0:
+                    return f"tracking server unreachable for {END_FLUSH_S:g} s at the end of the run"
+                time.sleep(pause)
+        except KeyboardInterrupt:
+            return "interrupted while waiting for the tracking server"
+        except Exception as error:
+            return f"the tracking store refused a write ({why(error)})"
+        return None
+
+    def _terminate(self, status: str, deadline: float) -> bool:
+        """Set the run's end status, retrying until ``deadline`` (at least once); returns
+        whether it was set."""
+        try:
+            while True:
+                try:
+                    with http_limits(retries=0, timeout_s=END_TIMEOUT_S):
+                        self.client.set_terminated(self._started_run_id, status=status)
+                    return True
+                except Exception as error:
+                    if not unreachable(error) or time.monotonic() >= deadline:
+                        return False
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            return False
+
+    def _report_loss(self, status: str, problem: str, ended: bool) -> None:
+        """One line: what was not recorded, whether the run shows RUNNING, where its files are."""
+        lost = []
+        if self.outbox:
+            lost.append(f"{self.outbox.describe()} could not be recorded")
+        if self.outbox.dropped:
+            lost.append(f"{_count(self.outbox.dropped, 'metric value')} could not be kept (buffer full)")
+        if not ended:
+            lost.append(f"the run could not be marked {status} (it shows RUNNING)")
+        where = f"; the run's directory: {self.run_dir}" if self.run_dir is not None else ""
+        self._say(f"warning: {problem}: {'; '.join(lost)}; run {self.run_id} in {self.uri}{where}")
 
 
 class TrackerCallback:
-    """Trainer callback that records into a started :class:`Tracker` run: every log step's
-    metrics (step = frames) and every checkpoint file (under ``checkpoints/``)."""
+    """Trainer callback that records into a started (or reopened) :class:`Tracker` run: every
+    log step's metrics (step = frames) and every checkpoint file (under ``checkpoints/``).
 
-    def __init__(self, tracker: Tracker) -> None:
+    Args:
+        tracker: The tracker of the run.
+        after_step: Log steps at or below this many frames are not logged: a resumed run
+            passes :meth:`Tracker.last_step` so that each metric's steps keep increasing.
+    """
+
+    def __init__(self, tracker: Tracker, after_step: int | None = None) -> None:
         self.tracker = tracker
+        self.after_step = after_step
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """Log the metrics at step ``frames``."""
-        self.tracker.log_metrics(metrics, step=frames)
+        """Log the metrics at step ``frames``, unless ``frames <= after_step``."""
+        if self.after_step is None or frames > self.after_step:
+            self.tracker.log_metrics(metrics, step=frames)
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Nothing more: the evaluation's metrics came through :meth:`on_log`."""
@@ -158,30 +584,3 @@ def run_tags(algo: str, env: str, seed: int, version: str, command: str, cwd: Pa
         tags[MLFLOW_GIT_COMMIT] = commit
         tags["git.commit"] = commit
     return tags
-
-
-@dataclass(frozen=True)
-class TrackingConfig:
-    """The ``tracking`` node; see conf/config.yaml for each key."""
-
-    enabled: bool = True
-    uri: str = ""
-    artifact_location: str | None = None
-    experiment: str = "rlplat"
-    run_name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.enabled and not self.uri:
-            raise ConfigError("tracking.uri is empty: give an MLflow tracking URI, or tracking.enabled=false")
-        if self.enabled and not self.experiment:
-            raise ConfigError("tracking.experiment is empty: give an experiment name")
-
-    @classmethod
-    def from_node(cls, node: Any) -> TrackingConfig:
-        """Check keys against the fields (naming valid ones), then values."""
-        if OmegaConf.is_config(node):  # the tracking node: a dict with str keys
-            values = cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
-        else:
-            values = dict(node)
-        check_kwargs("tracking", cls, values)
-        return cls(**values)

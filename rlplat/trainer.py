@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -21,59 +21,16 @@ from torch import Tensor
 
 from rlplat import keys
 from rlplat.buffers.base import Buffer
-from rlplat.collectors.base import Collector
-from rlplat.envs.base import VectorEnvLike
+from rlplat.checkpoint import BEST, FINAL, CheckpointFiles, rng_state, set_rng_state
+from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from rlplat.collectors.base import Collector, Policy
+from rlplat.envs.base import Episode, VectorEnvLike
 from rlplat.losses.base import Loss
-from rlplat.optim import LR_SCHEDULES, Optimizers, lr_factor
-from rlplat.registry import ConfigError, check_kwargs
+from rlplat.optim import Optimizers, lr_factor
+from rlplat.settings import FINAL_METRICS, CheckpointConfig, TrainerConfig
 from rlplat.transforms.base import Transform
 
-DEVICES = ("cpu", "cuda", "auto")
 EVAL_SEED_OFFSET = 10_000
-FINAL_METRICS = ("eval/return_mean", "eval/return_std", "rollout/return_mean", "time/fps")
-
-
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"trainer.{key}={value!r}: must be an integer >= {minimum}")
-
-
-@dataclass(frozen=True)
-class TrainerConfig:
-    """The ``trainer`` node. Its defaults live in conf/config.yaml only, with each key's
-    meaning and unit; frames are env steps summed over all envs.
-
-    Raises:
-        ConfigError: for a value out of range or not among the valid ones.
-    """
-
-    total_frames: int
-    device: str
-    num_threads: int
-    lr_schedule: str
-    eval_every_frames: int
-    eval_episodes: int
-    log_every_frames: int
-    objective: str
-
-    def __post_init__(self) -> None:
-        for key, minimum in (
-            ("total_frames", 1),
-            ("num_threads", 1),
-            ("eval_every_frames", 0),
-            ("eval_episodes", 1),
-            ("log_every_frames", 0),
-        ):
-            _check_int(key, getattr(self, key), minimum)
-        for key, valid in (("device", DEVICES), ("lr_schedule", LR_SCHEDULES), ("objective", FINAL_METRICS)):
-            if getattr(self, key) not in valid:
-                raise ConfigError(f"trainer.{key}={getattr(self, key)!r}: valid: {', '.join(valid)}")
-
-    @classmethod
-    def from_node(cls, values: Mapping[str, Any]) -> TrainerConfig:
-        """Check keys against the fields (naming the valid ones), then values."""
-        check_kwargs("trainer", cls, values)
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -132,6 +89,34 @@ class Callback(Protocol):
         ...
 
 
+@torch.inference_mode()
+def evaluate_policy(
+    policy: Policy, env: VectorEnvLike, device: torch.device, seed: int, deterministic: bool = True
+) -> list[Episode]:
+    """One episode on each env of ``env``, acting with ``policy``.
+
+    Args:
+        policy: Acts on ``[B, *obs_shape]`` observations.
+        env: The evaluation envs (B of them); env i is reset with ``seed + i``.
+        device: Device of the policy.
+        seed: Seed of the first env's reset.
+        deterministic: Act with the policy's mode instead of sampling.
+
+    Returns:
+        The first episode of each env, in env order: raw undiscounted return and length in
+        env steps.
+    """
+    observation = env.reset(seed=seed)
+    env.pop_finished()
+    first: dict[int, Episode] = {}
+    while len(first) < env.num_envs:
+        action, _ = policy.act(observation.to(device), deterministic=deterministic)
+        observation = env.step(action).observation
+        for episode in env.pop_finished():
+            first.setdefault(episode.env, episode)
+    return [first[i] for i in sorted(first)]
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's, numpy's and torch's global generators."""
     random.seed(seed)
@@ -139,92 +124,207 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@dataclass
+class Progress:
+    """The loop's own counters, checkpointed with the parts (frames are the collector's).
+
+    Attributes:
+        next_eval: Frames at which the next evaluation is due.
+        next_log: Frames at which the next log step is due.
+        next_checkpoint: Frames at which the next periodic checkpoint is due.
+        best_eval: Best evaluation return so far (``best.pt``).
+        skipped_updates: Updates dropped for a non-finite loss or gradient
+            (``trainer.nonfinite=skip_update``).
+        last: The last logged value of each metric (for the final summary).
+    """
+
+    next_eval: int
+    next_checkpoint: int
+    next_log: int = 0
+    best_eval: float = -float("inf")
+    skipped_updates: int = 0
+    last: dict[str, float] = field(default_factory=dict)
+
+
+class StopRequest:
+    """Set from outside the loop (a signal handler); the loop checks it after each rollout's
+    updates, writes a checkpoint and raises :class:`Interrupted`."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+
+
+class Interrupted(Exception):
+    """Training stopped on request, after writing a checkpoint.
+
+    Attributes:
+        signal: The signal's name (``SIGINT``, ``SIGTERM``).
+        frames: Frames collected when it stopped.
+        checkpoint: The checkpoint written.
+    """
+
+    def __init__(self, signal: str, frames: int, checkpoint: Path) -> None:
+        super().__init__(f"stopped by {signal} at {frames:,} frames; checkpoint {checkpoint}")
+        self.signal, self.frames, self.checkpoint = signal, frames, checkpoint
+
+
+class NonFiniteError(RuntimeError):
+    """A NaN or inf in observations, rewards, a loss or gradients (``trainer.nonfinite=raise``)."""
+
+
 class Trainer:
     """Runs the loop of DESIGN.md over built parts: collect, preprocess, update, log,
-    evaluate, checkpoint.
+    evaluate, checkpoint; resumable from its own checkpoints (:meth:`load_state_dict`).
 
     Args:
         parts: The built parts (see :class:`Parts`).
         config: The ``trainer`` settings.
-        output_dir: Directory for ``checkpoints/`` (the run directory).
+        output_dir: The run directory: checkpoints go to its ``checkpoints/``.
         callbacks: Told of logs, evaluations and checkpoints, in this order.
+        checkpoint: The ``checkpoint`` settings; None writes only the last one.
+        stop: Checked after each rollout's updates; None: never stopped from outside.
     """
 
     def __init__(
-        self, parts: Parts, config: TrainerConfig, output_dir: Path, callbacks: Sequence[Callback] = ()
+        self,
+        parts: Parts,
+        config: TrainerConfig,
+        output_dir: Path,
+        callbacks: Sequence[Callback] = (),
+        checkpoint: CheckpointConfig | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
-        self.parts = parts
-        self.config = config
-        self.output_dir = Path(output_dir)
-        self.callbacks = tuple(callbacks)
-        self.best_eval = -float("inf")
+        self.parts, self.config, self.callbacks = parts, config, tuple(callbacks)
+        self.checkpoint = checkpoint or CheckpointConfig(every_frames=0, keep=1, save_buffer=False)
+        self.files = CheckpointFiles(Path(output_dir), self.checkpoint.keep)
+        self.stop = stop or StopRequest()
+        self.progress = Progress(
+            next_eval=config.eval_every_frames or config.total_frames,
+            next_checkpoint=self.checkpoint.every_frames or config.total_frames,
+        )
+        self.last_checkpoint: Path | None = None
 
     def fit(self) -> dict[str, float]:
-        """Train for ``trainer.total_frames`` frames.
+        """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off).
 
         Returns:
             The final metrics: ``eval/return_mean``, ``eval/return_std`` (last evaluation),
-            ``rollout/return_mean`` (last logged training episodes), ``time/fps``, ``frames``
-            and ``time/train_s``.
-        """
-        config, collector = self.config, self.parts.collector
-        next_eval, next_log = config.eval_every_frames or config.total_frames, 0
-        outputs: list[TensorDict] = []
-        last: dict[str, float] = {}
-        start = time.perf_counter()
-        for rollout in collector:  # [T, B]
-            rollout = self.parts.loss.preprocess(rollout)  # e.g. GAE
-            self.parts.buffer.extend(rollout)
-            frames_before = collector.frames - collector.frames_per_batch
-            self.parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
-            outputs += [self._update(batch) for batch in self.parts.buffer.batches()]
+            ``rollout/return_mean`` (last logged training episodes), ``time/fps`` (frames per
+            second of this process), ``frames`` and ``time/train_s``.
 
+        Raises:
+            Interrupted: when :attr:`stop` was set; a checkpoint was written first.
+            NonFiniteError: for a NaN or inf with ``trainer.nonfinite=raise``; no checkpoint
+                is written after it.
+        """
+        config, parts, progress = self.config, self.parts, self.progress
+        collector, outputs = parts.collector, []
+        start, first_frames = time.perf_counter(), collector.frames
+        for rollout in collector:  # [T, B]
             frames = collector.frames
-            evaluate = frames >= next_eval or frames >= config.total_frames
-            if frames < next_log and not evaluate:
+            if not self._finite_rollout(rollout, frames):
                 continue
-            metrics = {"time/fps": frames / (time.perf_counter() - start), **self._update_metrics(outputs)}
-            metrics.update(self._episode_metrics())
-            outputs = []
-            if evaluate:
-                metrics.update(self._evaluate())
-                next_eval += config.eval_every_frames or config.total_frames
-            last.update(metrics)
-            self._notify("on_log", metrics, frames)
-            next_log = frames + config.log_every_frames
-            if evaluate:
-                self._notify("on_evaluation", metrics, frames)
+            rollout = parts.loss.preprocess(rollout)  # e.g. GAE
+            parts.buffer.extend(rollout)
+            frames_before = frames - collector.frames_per_batch
+            parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
+            outputs += [out for batch in parts.buffer.batches() if (out := self._update(batch, frames)) is not None]
+            fps = (frames - first_frames) / (time.perf_counter() - start)
+            if self._log_step(outputs, frames, fps):
+                outputs = []
+            if frames >= progress.next_checkpoint:
+                self._write_periodic(frames)
+                progress.next_checkpoint += self.checkpoint.every_frames or config.total_frames
+            if self.stop.signal is not None:
+                raise Interrupted(self.stop.signal, frames, self._write_periodic(frames))
         elapsed = time.perf_counter() - start
-        self.save_checkpoint("final.pt")
+        self._write_final(collector.frames)
         nan = float("nan")
         return {
-            **{key: last.get(key, nan) for key in FINAL_METRICS},
-            "time/fps": collector.frames / elapsed,
+            **{key: progress.last.get(key, nan) for key in FINAL_METRICS},
+            "time/fps": (collector.frames - first_frames) / elapsed if elapsed > 0 else nan,
             "frames": float(collector.frames),
             "time/train_s": elapsed,
         }
+
+    def _log_step(self, outputs: list[TensorDict], frames: int, fps: float) -> bool:
+        """Log (and evaluate) when due; returns whether it logged."""
+        config, progress = self.config, self.progress
+        evaluate = frames >= progress.next_eval or frames >= config.total_frames
+        if frames < progress.next_log and not evaluate:
+            return False
+        metrics = {"time/fps": fps, **self._update_metrics(outputs), **self._episode_metrics()}
+        if evaluate:
+            metrics.update(self._evaluate())
+            progress.next_eval += config.eval_every_frames or config.total_frames
+        progress.last.update(metrics)
+        self._notify("on_log", metrics, frames)
+        progress.next_log = frames + config.log_every_frames
+        if evaluate:
+            self._notify("on_evaluation", metrics, frames)
+        return True
 
     def _notify(self, hook: str, *args: Any) -> None:
         for callback in self.callbacks:
             getattr(callback, hook)(*args)
 
-    def _update(self, batch: TensorDict) -> TensorDict:
-        """One gradient step on ``batch``; returns the loss output and grad norms, detached."""
+    def _nonfinite(self, what: str, frames: int) -> None:
+        """Raise :class:`NonFiniteError` naming ``what``, unless updates are to be skipped."""
+        if self.config.nonfinite == "skip_update":
+            self.progress.skipped_updates += 1
+            return
+        kept = f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint else "no checkpoint yet"
+        raise NonFiniteError(f"non-finite {what} at {frames:,} frames (trainer.nonfinite=raise); {kept}")
+
+    def _finite_rollout(self, rollout: TensorDict, frames: int) -> bool:
+        """Whether the rollout's observations and rewards are finite (else raise or skip it)."""
+        for key, what in (
+            (keys.OBSERVATION, "observation"),
+            (keys.NEXT_OBSERVATION, "next observation"),
+            (keys.NEXT_REWARD, "reward"),
+        ):
+            if not bool(torch.isfinite(rollout[key]).all()):
+                self._nonfinite(f"{what} ({key if isinstance(key, str) else '.'.join(key)}) in the rollout", frames)
+                return False
+        return True
+
+    def _update(self, batch: TensorDict, frames: int) -> TensorDict | None:
+        """One gradient step on ``batch``; returns the loss output and grad norms, detached,
+        or None when the step was skipped for a non-finite loss or gradient."""
         loss, optimizers = self.parts.loss, self.parts.optimizers
         losses = loss(batch)
         # the loss_* terms are scalar tensors (the Loss contract), so their sum is one too
         total = cast(Tensor, sum(v for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX)))
         optimizers.zero_grad()
         total.backward()
-        losses.update(optimizers.step())
+        norms = optimizers.clip_gradients()
+        if not bool(torch.isfinite(sum(norms.values(), total))):  # one check for the loss and every gradient
+            self._nonfinite(self._nonfinite_update(losses, norms), frames)
+            return None
+        optimizers.step()
+        losses.update(norms)
         loss.after_update()  # e.g. target networks
         return losses.detach()
+
+    @staticmethod
+    def _nonfinite_update(losses: TensorDict, norms: Mapping[str, Tensor]) -> str:
+        """Which loss terms, or else which gradients, are not finite."""
+        terms = [
+            str(k)
+            for k, v in losses.items()
+            if str(k).startswith(keys.LOSS_PREFIX) and not bool(cast(Tensor, v).isfinite().all())
+        ]
+        if terms:
+            return f"loss ({', '.join(terms)})"
+        return f"gradient ({', '.join(name for name, norm in norms.items() if not bool(norm.isfinite()))})"
 
     def _update_metrics(self, outputs: list[TensorDict]) -> dict[str, float]:
         """Means over the updates since the last log: ``loss_<term>`` -> ``loss/<term>``, any
         other key of the loss output -> ``train/<key>``; learning rates and the update count."""
         metrics = {f"train/{k}": v for k, v in self.parts.optimizers.learning_rates().items()}
         metrics["train/updates"] = len(outputs)
+        if self.progress.skipped_updates:
+            metrics["train/skipped_updates"] = self.progress.skipped_updates
         if outputs:
             for key, value in TensorDict.stack(outputs).mean().items():
                 prefix = keys.LOSS_PREFIX
@@ -243,7 +343,6 @@ class Trainer:
             "rollout/episodes": len(episodes),
         }
 
-    @torch.inference_mode()
     def evaluate(self) -> tuple[float, float, int]:
         """Run the deterministic policy for one episode on each of the ``eval_episodes``
         evaluation envs (seeded ``seed + 10000 + i``, statistics of the transforms frozen).
@@ -251,42 +350,58 @@ class Trainer:
         Returns:
             ``(mean, std, episodes)`` of the undiscounted raw episode returns.
         """
-        env, policy, device = self.parts.eval_env, self.parts.loss.policy, self.parts.device
-        observation = env.reset(seed=self.parts.seed + EVAL_SEED_OFFSET)
-        env.pop_finished()
-        first: dict[int, float] = {}
-        while len(first) < env.num_envs:
-            action, _ = policy.act(observation.to(device), deterministic=True)
-            observation = env.step(action).observation
-            for episode in env.pop_finished():
-                first.setdefault(episode.env, episode.return_)
-        values = np.array(list(first.values()))
+        parts = self.parts
+        episodes = evaluate_policy(parts.loss.policy, parts.eval_env, parts.device, parts.seed + EVAL_SEED_OFFSET)
+        values = np.array([e.return_ for e in episodes])
         return float(values.mean()), float(values.std()), len(values)
 
     def _evaluate(self) -> dict[str, float]:
         mean, std, episodes = self.evaluate()
-        if mean > self.best_eval:
-            self.best_eval = mean
-            self.save_checkpoint("best.pt")
+        if mean > self.progress.best_eval:
+            self.progress.best_eval = mean
+            self._notify("on_checkpoint", self.files.write(self.state_dict(), BEST), True)
         return {"eval/return_mean": mean, "eval/return_std": std, "eval/episodes": episodes}
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: networks, optimizers, transforms, counters, RNGs."""
+        """Everything a resume needs: networks, optimizers, transform statistics, collector
+        (frames, envs, the observation to act on next), buffer (its transitions with
+        ``checkpoint.save_buffer``), RNG states, the loop's counters and the resolved config;
+        plain data and tensors only (see :mod:`rlplat.checkpoint`)."""
         parts = self.parts
         return {
+            "format": CHECKPOINT_FORMAT,
+            "frames": parts.collector.frames,
             "loss": parts.loss.state_dict(),
-            "optimizer": parts.optimizers.state_dict(),
+            "optimizers": parts.optimizers.state_dict(),
             "transforms": [t.state_dict() for t in parts.transforms],
             "collector": parts.collector.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
-            "best_eval": self.best_eval,
-            "config": dict(parts.config),
+            "buffer": parts.buffer.state_dict(with_data=self.checkpoint.save_buffer),
+            "rng": rng_state(),
+            "trainer": asdict(self.progress),
+            "config": parts.config,
         }
 
-    def save_checkpoint(self, name: str) -> Path:
-        """Write :meth:`state_dict` to ``<output_dir>/checkpoints/<name>``; returns the path."""
-        path = self.output_dir / "checkpoints" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path)
-        self._notify("on_checkpoint", path, name == "best.pt")
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a checkpoint written by :meth:`state_dict` of a trainer built from
+        the same config: the run goes on exactly as it would have (envs in ``sync``
+        vectorization; with ``checkpoint.save_buffer`` for off-policy runs)."""
+        parts = self.parts
+        parts.loss.load_state_dict(state["loss"])
+        parts.optimizers.load_state_dict(state["optimizers"])
+        for transform, saved in zip(parts.transforms, state["transforms"]):
+            transform.load_state_dict(saved)
+        parts.collector.load_state_dict(state["collector"])
+        parts.buffer.load_state_dict(state["buffer"])
+        self.progress = Progress(**state["trainer"])
+        set_rng_state(state["rng"])
+
+    def _write_periodic(self, frames: int) -> Path:
+        path = self.files.write_periodic(self.state_dict(), frames)
+        self.last_checkpoint = path
         return path
+
+    def _write_final(self, frames: int) -> None:
+        """The last periodic checkpoint (for a resume) and ``final.pt``."""
+        state = self.state_dict()
+        self.last_checkpoint = self.files.write_periodic(state, frames)
+        self._notify("on_checkpoint", self.files.write(state, FINAL), False)

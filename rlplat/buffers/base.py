@@ -80,6 +80,12 @@ class Buffer(Protocol):
         """
         ...
 
-    def state_dict(self) -> Mapping[str, Any]:
-        """Counters needed to resume (the stored data itself is optional), ``torch.save``-able."""
+    def state_dict(self, with_data: bool = False) -> Mapping[str, Any]:
+        """What a resume needs, as plain data and tensors (``torch.load(weights_only=True)``
+        must read it back): counters, and with ``with_data`` (``checkpoint.save_buffer``) the
+        stored data itself, so that an off-policy run resumes exactly."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into a buffer built from the same config."""
         ...

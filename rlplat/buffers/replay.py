@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -118,6 +119,21 @@ class ReplayBuffer:
         for _ in range(updates):
             yield self.sample()
 
-    def state_dict(self) -> dict:
-        """Counters (the stored transitions are not part of a checkpoint)."""
-        return {"frames": self.frames, "credit": self._credit}
+    def state_dict(self, with_data: bool = False) -> dict[str, Any]:
+        """Counters and, ``with_data``, the stored transitions (as a dict of tensors), for an
+        exact resume; without them a resumed run refills the buffer."""
+        state: dict[str, Any] = {"frames": self.frames, "credit": self._credit, "head": self._head, "rows": self._rows}
+        if with_data and self._storage is not None:
+            state["storage"] = self._storage.to_dict()
+            state["storage_shape"] = list(self._storage.batch_size)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; without stored transitions the buffer starts empty
+        (its frame count and update credit carry over)."""
+        self.frames, self._credit = int(state["frames"]), float(state["credit"])
+        if "storage" in state:
+            self._storage = TensorDict(state["storage"], batch_size=state["storage_shape"])
+            self._head, self._rows = int(state["head"]), int(state["rows"])
+        else:
+            self._storage, self._head, self._rows = None, 0, 0

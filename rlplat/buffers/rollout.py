@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -60,6 +61,9 @@ class RolloutBuffer:
             order = torch.randperm(n, device=self._data.device)[:usable]
             yield from self._data[order].split(self.minibatch_size)  # one gather per epoch
 
-    def state_dict(self) -> dict:
+    def state_dict(self, with_data: bool = False) -> dict[str, Any]:
         """Nothing to resume: the rollout held is used up before the next one is collected."""
         return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""

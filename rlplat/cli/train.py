@@ -15,29 +15,29 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
+from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
 from rlplat.registry import ConfigError, PluginError
-
-if TYPE_CHECKING:
-    from rlplat.trainer import Callback
 
 
 def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
     """Build the parts, record the run in MLflow, fit; returns ``trainer.objective``.
 
     Every config error is raised by the build, before an MLflow run exists. Once it exists,
-    the run ends FINISHED, KILLED when a sweeper's pruner stopped it (tag
-    ``rlplat.pruned``), or FAILED on any other exception (re-raised), never RUNNING. In a
-    multirun the run is the child of the sweep's parent run.
+    the run ends FINISHED, KILLED (a signal, tag ``rlplat.signal``; a sweeper's pruner, tag
+    ``rlplat.pruned``) or FAILED on any other exception (re-raised), never RUNNING (see
+    :mod:`rlplat.cli.run`). In a multirun the run is the child of the sweep's parent run.
 
     Args:
         cfg: The composed config.
@@ -50,31 +50,25 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     from rlplat.build import build
-    from rlplat.console import TrainingDisplay
+    from rlplat.cli.record import video_callbacks
+    from rlplat.cli.run import RunSpec, run_training
     from rlplat.sweep.reporter import TrialReporter
-    from rlplat.trainer import Trainer
 
     built = build(cfg)
     try:
         choices = HydraConfig.get().runtime.choices
         algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
         reporter = TrialReporter.from_environment(built.trainer.objective)
-        title = f"{algo} / {env} / seed {seed}"
-        with TrainingDisplay(title, built.trainer.total_frames) as display:
-            callbacks: list[Callback] = [display, *([reporter] if reporter else [])]
-            if not built.tracking.enabled:
-                summary = Trainer(built.parts, built.trainer, output_dir, callbacks).fit()
-            else:
-                tags = _tags(cfg, algo, env, command, reporter)
-                summary = _recorded_fit(built, output_dir, tags, callbacks, job_start, reporter)
-        display.summary(
-            {
-                "frames": int(summary["frames"]),
-                "wall time (s)": summary["time/train_s"],
-                **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"},
-            }
+        tags = _tags(cfg, algo, env, command, reporter) if built.tracking.enabled else {}
+        spec = RunSpec(
+            output_dir,
+            f"{algo} / {env} / seed {seed}",
+            tags=tags,
+            reporter=reporter,
+            job_start=job_start,
+            callbacks=video_callbacks(built, output_dir),
         )
-        return summary[built.trainer.objective]
+        return run_training(built, spec)
     finally:
         built.parts.close()
 
@@ -99,40 +93,6 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     if reporter is not None:
         tags["optuna.trial"] = str(reporter.number)
     return tags
-
-
-def _recorded_fit(
-    built: Any, output_dir: Path, tags: dict[str, str], callbacks: list[Callback], job_start: float, reporter: Any
-) -> dict[str, float]:
-    """Fit inside an MLflow run that always ends FINISHED, KILLED (pruned) or FAILED."""
-    from omegaconf import OmegaConf
-
-    from rlplat.sweep.parent import PRUNED_TAG
-    from rlplat.tracking import Tracker, TrackerCallback, flatten
-    from rlplat.trainer import Trainer
-
-    tracking = built.tracking
-    tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
-    name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
-    tracker.start(name, flatten(built.config), tags)
-    status = "FAILED"
-    try:
-        resolved = output_dir / "config.yaml"
-        OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
-        tracker.log_artifact(resolved)
-        tracker.log_artifact(output_dir / ".hydra", "hydra")
-        tracker.log_metrics({"time/startup_s": time.time() - job_start}, step=0)
-        trainer = Trainer(built.parts, built.trainer, output_dir, [TrackerCallback(tracker), *callbacks])
-        summary = trainer.fit()
-        status = "FINISHED"
-        return summary
-    except BaseException as error:
-        if reporter is not None and reporter.pruned(error):
-            tracker.set_tags({PRUNED_TAG: "true"})
-            status = "KILLED"
-        raise
-    finally:
-        tracker.end(status)
 
 
 def process_start_time() -> float:
@@ -160,40 +120,115 @@ def job_start() -> float:
 
 
 def task(cfg: DictConfig) -> float:
-    """Hydra's task function: one job, in this process or in a launcher's worker."""
+    """Hydra's task function: one job, in this process or in a launcher's worker.
+
+    The composed config is checked first, before torch is imported
+    (:func:`rlplat.hydra_ext.validate.check_config`). Bad input removes the run directory
+    Hydra made; in a single run it is reported as one line with exit status 2, in a sweep
+    the job fails and the sweeper decides about the rest.
+    """
+    restore_full_error()
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
+    started = job_start()
     try:
-        return train(cfg, output_dir, command, job_start())
+        check_config(cfg, list(hydra_cfg.overrides.task))
+        return train(cfg, output_dir, command, started)
     except (ConfigError, PluginError) as error:
-        shutil.rmtree(output_dir, ignore_errors=True)  # nothing half-written
+        remove_run_dir(output_dir, multirun)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         fail(error)
 
 
+def remove_run_dir(output_dir: Path, multirun: bool) -> None:
+    """Remove a run's directory and, in a single run, the parents Hydra made for it that are
+    left empty (``outputs/runs/<date>``), up to the current directory."""
+    shutil.rmtree(output_dir, ignore_errors=True)
+    if multirun:
+        return  # the sweep's directory holds the other jobs
+    cwd = Path.cwd().resolve()
+    for parent in output_dir.resolve().parents:
+        if parent == cwd or cwd not in parent.parents:
+            break
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+
+
 def fail(error: Exception) -> NoReturn:
     """Report bad input as one line on stderr and exit with status 2."""
-    print(f"rlplat-train: error: {error}", file=sys.stderr)
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())  # one line, always
+    print(f"rlplat-train: error: {text}", file=sys.stderr)
     sys.exit(2)
 
 
 def main() -> None:
     """Console entry point of ``rlplat-train``."""
+    resume = [arg for arg in sys.argv[1:] if arg.startswith("resume=")]
+    if resume:  # continues a run from its checkpoint: its config is in there, no composition
+        from rlplat.cli.resume import main as resume_main
+
+        sys.exit(resume_main(sys.argv[1:]))
     try:
         register_hydra_plugins()
         register_sweeper()
         register_group_options()
         sys.argv[1:] = route(sys.argv[1:])
+        check_command_line(sys.argv[1:])  # every override parses; the output directories are writable
     except (ConfigError, PluginError) as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         fail(error)
-    # Decorated here rather than at definition, so that launchers pickle `task` by reference.
-    hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(task)()
+    run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
+
+
+_saved_full_error: list[str | None] = []
+"""The user's HYDRA_FULL_ERROR (None: not set) while :func:`run_hydra` has set it to 1."""
+
+
+def run_hydra(raise_errors: bool) -> None:
+    """Hand over to Hydra; with ``raise_errors``, its own errors (an override it rejects, a
+    key the config lacks, a config group option it cannot find) become one line and exit
+    status 2.
+
+    Hydra reports its errors by printing them and exiting 1, unless HYDRA_FULL_ERROR=1 (a
+    documented setting), where it raises them. That setting is made here for Hydra's
+    composition only: :func:`task` puts the user's value back as soon as the job starts, so
+    that an error during training is reported as Hydra always does. A multirun, whose jobs
+    may run in other processes, and a command that only prints are left to Hydra as they are.
+
+    Args:
+        raise_errors: Whether to have Hydra raise its errors (a single run).
+    """
+    if raise_errors:
+        _saved_full_error.append(os.environ.get("HYDRA_FULL_ERROR"))
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        # Decorated here rather than at definition, so that launchers pickle `task` by reference.
+        hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(task)()
+    except (HydraException, OmegaConfBaseException, ConfigError, PluginError) as error:
+        user_value = _saved_full_error[0] if _saved_full_error else os.environ.get("HYDRA_FULL_ERROR")
+        if not raise_errors or user_value == "1":
+            raise  # Hydra raised on its own (HYDRA_FULL_ERROR=1, a debugger): the traceback is wanted
+        fail(error)
+    finally:
+        restore_full_error()
+
+
+def restore_full_error() -> None:
+    """Put back the user's HYDRA_FULL_ERROR where :func:`run_hydra` set it; else nothing."""
+    if not _saved_full_error:
+        return
+    user_value = _saved_full_error.pop()
+    if user_value is None:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+    else:
+        os.environ["HYDRA_FULL_ERROR"] = user_value
 
 
 if __name__ == "__main__":

@@ -132,7 +132,13 @@ class Collector(Protocol):
         ...
 
     def state_dict(self) -> Mapping[str, Any]:
-        """Counters needed to resume (at least ``frames``), ``torch.save``-able."""
+        """What a resume needs (at least ``frames``; rlplat's sync collector adds the
+        observation to act on next and the envs' states), as plain data and tensors."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into a collector built from the same config; one that
+        cannot restore its envs resets them with fresh seeds instead."""
         ...
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import gymnasium
 import torch
@@ -65,6 +66,7 @@ class SyncCollector:
         self.frames = 0
         self._storage = self._allocate(steps_per_env, num_envs)
         self._observation: Tensor | None = None
+        self._reset_seed = seed
 
     def _allocate(self, steps: int, num_envs: int) -> TensorDict:
         obs_shape = space_shape(self.env.observation_space)
@@ -98,7 +100,7 @@ class SyncCollector:
     def rollout(self) -> TensorDict:
         """Collect one rollout ``[T, B]`` and advance :attr:`frames` by ``T * B``."""
         if self._observation is None:
-            self._observation = self.env.reset(seed=self.seed).to(self.device)
+            self._observation = self.env.reset(seed=self._reset_seed).to(self.device)
         td = self._storage
         observation_buf, action_buf = td[keys.OBSERVATION], td[keys.ACTION]
         log_prob_buf = td[keys.ACTION_LOG_PROB]
@@ -125,13 +127,23 @@ class SyncCollector:
         """Episodes (raw undiscounted return, length in env steps) finished since last call."""
         return self.env.pop_finished()
 
-    def state_dict(self) -> dict:
-        """Counters needed to resume: frames collected so far."""
-        return {"frames": self.frames}
+    def state_dict(self) -> dict[str, Any]:
+        """Frames collected, the (transformed) observation to act on next, and the envs'
+        states (:meth:`rlplat.envs.vector.VectorEnv.state_dict`)."""
+        observation = None if self._observation is None else self._observation.cpu().clone()
+        return {"frames": self.frames, "observation": observation, "env": self.env.state_dict()}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`: episodes go on where they were. Envs whose states
+        were not saved (``async`` vectorization) start new episodes, reset with the seed
+        ``seed + frames`` so that they do not replay the first ones."""
         self.frames = int(state["frames"])
+        observation = state.get("observation")
+        if observation is not None and self.env.load_state_dict(state.get("env") or {}):
+            self._observation = observation.to(self.device)
+        else:
+            self._observation = None
+            self._reset_seed = self.seed + self.frames
 
     def close(self) -> None:
         """Close the envs."""

@@ -14,6 +14,7 @@ Shapes use ``B`` for the number of parallel envs; key names are those of :mod:`r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
@@ -126,6 +127,15 @@ class VectorEnvLike(Protocol):
 
     def close(self) -> None:
         """Close the envs (and their subprocesses)."""
+        ...
+
+    def state_dict(self) -> Mapping[str, Any]:
+        """The envs' states as plain data and tensors, for an exact resume (``envs`` None
+        when they cannot be saved, e.g. in subprocesses)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> bool:
+        """Restore :meth:`state_dict`; False when nothing could be restored."""
         ...
 
 

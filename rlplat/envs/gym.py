@@ -9,13 +9,20 @@ import gymnasium
 from rlplat.registry import ConfigError
 
 
-def make_gym(id: str, max_episode_steps: int | None = None, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:
+def make_gym(
+    id: str,
+    max_episode_steps: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+    render_mode: str | None = None,
+) -> gymnasium.Env:
     """Make one gymnasium environment.
 
     Args:
         id: Gymnasium id, e.g. ``"Pendulum-v1"``.
         max_episode_steps: Time limit in env steps; None keeps the id's registered limit.
         kwargs: Keyword arguments for the environment's constructor.
+        render_mode: Gymnasium's render mode; None renders nothing. Videos
+            (``rlplat-record``, ``trainer.record_every_frames``) set ``"rgb_array"``.
 
     Returns:
         A single ``gymnasium.Env``.
@@ -24,7 +31,7 @@ def make_gym(id: str, max_episode_steps: int | None = None, kwargs: dict[str, An
         ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``.
     """
     try:
-        return gymnasium.make(id, max_episode_steps=max_episode_steps, **dict(kwargs or {}))
+        return gymnasium.make(id, max_episode_steps=max_episode_steps, render_mode=render_mode, **dict(kwargs or {}))
     except gymnasium.error.Error as error:
         raise ConfigError(f"env.id={id!r}: {error}") from error
     except TypeError as error:

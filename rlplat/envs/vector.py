@@ -10,7 +10,8 @@ true next observation of every transition and, separately, the observation to ac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -138,6 +139,32 @@ class VectorEnv:
         """Close the underlying vector env."""
         self.env.close()
 
+    def state_dict(self) -> dict[str, Any]:
+        """The episode accounting and, for ``sync`` vectorization, every env's state as plain
+        data (see :func:`env_state`), so that a run resumed from a checkpoint continues its
+        episodes exactly; ``envs`` is None for ``async`` envs, whose states live in
+        subprocesses."""
+        envs = getattr(self.env, "envs", None)
+        return {
+            "returns": torch.from_numpy(self._returns.copy()),
+            "lengths": torch.from_numpy(self._lengths.copy()),
+            "finished": [tuple(episode) for episode in self.finished],
+            "envs": None if envs is None else [env_state(env) for env in envs],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> bool:
+        """Restore :meth:`state_dict`; returns False (nothing restored) when the envs' states
+        were not saved or these envs live in subprocesses: the caller then resets them."""
+        envs = getattr(self.env, "envs", None)
+        if envs is None or state.get("envs") is None or len(state["envs"]) != len(envs):
+            return False
+        for env, saved in zip(envs, state["envs"]):
+            load_env_state(env, saved)
+        self._returns[:] = state["returns"].numpy()
+        self._lengths[:] = state["lengths"].numpy()
+        self.finished = [Episode(*episode) for episode in state.get("finished", [])]
+        return True
+
     def _to_tensor(self, observation: np.ndarray) -> Tensor:
         return torch.from_numpy(np.asarray(observation, dtype=np.float32))
 
@@ -145,3 +172,73 @@ class VectorEnv:
         for transform in self.transforms:
             observation = transform.transform_observation(observation, update=update)
         return observation
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _encode(value: Any) -> tuple[bool, Any]:
+    """``(True, plain data)`` for a value a checkpoint can hold without pickled objects:
+    numbers, strings, None, numpy arrays and scalars (as tensors), numpy generators (their
+    bit generator's state), and tuples/lists of these; ``(False, None)`` otherwise."""
+    if isinstance(value, _SCALARS):
+        return True, value
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return True, {"ndarray": torch.from_numpy(value.copy())}
+    if isinstance(value, np.generic) and not isinstance(value, np.object_):
+        return True, {"npscalar": torch.from_numpy(np.asarray(value).copy())}
+    if isinstance(value, np.random.Generator):
+        return True, {"generator": value.bit_generator.state}
+    if isinstance(value, (tuple, list)):
+        items = [_encode(item) for item in value]
+        if all(ok for ok, _ in items):
+            return True, {"tuple" if isinstance(value, tuple) else "list": [item for _, item in items]}
+    return False, None
+
+
+def _decode(value: Any, current: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    if "ndarray" in value:
+        return value["ndarray"].numpy().copy()
+    if "npscalar" in value:
+        return value["npscalar"].numpy()[()]
+    if "generator" in value:
+        generator = current if isinstance(current, np.random.Generator) else np.random.default_rng()
+        generator.bit_generator.state = value["generator"]
+        return generator
+    items = [_decode(item, None) for item in value.get("tuple", value.get("list")) or []]
+    return tuple(items) if "tuple" in value else items
+
+
+def env_state(env: gymnasium.Env) -> list[dict[str, Any]]:
+    """The state of one env as plain data: for each layer of its wrapper chain, outermost
+    first, every attribute that is data (positions, velocities, step counters, its random
+    generator); renderers, spaces and other objects are left out.
+
+    Enough for envs whose dynamics live in such attributes (gymnasium's classic control
+    and toy text envs, most Python envs); an env that keeps state in an outside engine
+    resumes from the data it exposes only.
+    """
+    layers = []
+    layer: Any = env
+    while layer is not None:
+        saved = {}
+        for name, value in vars(layer).items():
+            if name == "env":
+                continue
+            ok, encoded = _encode(value)
+            if ok:
+                saved[name] = encoded
+        layers.append(saved)
+        layer = getattr(layer, "env", None) if isinstance(layer, gymnasium.Wrapper) else None
+    return layers
+
+
+def load_env_state(env: gymnasium.Env, layers: Sequence[Mapping[str, Any]]) -> None:
+    """Restore :func:`env_state` into an env built the same way."""
+    layer: Any = env
+    for saved in layers:
+        for name, value in saved.items():
+            setattr(layer, name, _decode(value, getattr(layer, name, None)))
+        layer = getattr(layer, "env", None) if isinstance(layer, gymnasium.Wrapper) else None

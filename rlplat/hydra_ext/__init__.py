@@ -7,7 +7,10 @@ Modules, each importing only the ones above it:
 * :mod:`~rlplat.hydra_ext.overrides`: command-line checks and ``++`` routing (:func:`route`)
   and its undo (:func:`unroute`);
 * :mod:`~rlplat.hydra_ext.plugins`: registering rlplat's Hydra plugins;
-* :mod:`~rlplat.hydra_ext.compose`: composing the config outside a run.
+* :mod:`~rlplat.hydra_ext.compose`: composing the config outside a run;
+* :mod:`~rlplat.hydra_ext.validate`: the light checks ``rlplat-train`` runs before torch is
+  imported, of the command line and of the composed config (imported from there: it
+  imports gymnasium, for the probe env).
 
 Importing this package imports neither torch, MLflow nor Optuna.
 """

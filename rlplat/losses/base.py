@@ -135,5 +135,10 @@ class Loss(Protocol):
 
     def state_dict(self) -> Mapping[str, Any]:
         """Network weights and any other state (exploration counters, adaptive
-        coefficients) for the checkpoint, ``torch.save``-able."""
+        coefficients, target-update counters) for the checkpoint, as tensors and plain data
+        (``torch.load(weights_only=True)`` must read it back)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> Any:
+        """Restore :meth:`state_dict` (``nn.Module``'s strict loading)."""
         ...

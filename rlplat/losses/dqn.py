@@ -121,6 +121,14 @@ class DQNLoss(nn.Module):
             batch_size=[],
         )
 
+    def get_extra_state(self) -> dict[str, int]:
+        """Gradient updates counted by the target schedule (checkpointed with the networks)."""
+        return {"target_updates": self.targets.updates}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        self.targets.updates = int(state["target_updates"])
+
     def after_update(self) -> None:
         """Update the target network when due."""
         self.targets.step()

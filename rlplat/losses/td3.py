@@ -123,6 +123,14 @@ class TD3Loss(nn.Module):
             batch_size=[],
         )
 
+    def get_extra_state(self) -> dict[str, int]:
+        """Gradient updates counted by the target schedule (checkpointed with the networks)."""
+        return {"target_updates": self.targets.updates}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        self.targets.updates = int(state["target_updates"])
+
     def after_update(self) -> None:
         """Polyak-update actor and critic targets every ``policy_delay`` updates."""
         self.targets.step()

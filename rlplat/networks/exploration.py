@@ -117,6 +117,14 @@ class NoisyDeterministicPolicy(_BoxExplorer):
         self.noise_std = noise_std
         self._ou: Tensor | None = None
 
+    def get_extra_state(self) -> dict[str, Tensor | None]:
+        """The OU process's current value (checkpointed with the module's state)."""
+        return {"ou": None if self._ou is None else self._ou.clone()}
+
+    def set_extra_state(self, state: dict[str, Tensor | None]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        self._ou = state["ou"]
+
     def _noise(self, like: Tensor) -> Tensor:
         if self.noise_type == "gaussian":
             return torch.randn_like(like) * self.noise_std

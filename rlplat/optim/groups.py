@@ -69,8 +69,8 @@ class Optimizers:
         for unit in self.units:
             unit.optimizer.zero_grad(set_to_none=True)
 
-    def step(self) -> dict[str, Tensor]:
-        """Clip each optimizer's gradients (when it clips) and step it.
+    def clip_gradients(self) -> dict[str, Tensor]:
+        """Clip each optimizer's gradients to its ``max_grad_norm`` (when it clips).
 
         Returns:
             The L2 norm of each optimizer's gradients before clipping, 0-dim float tensors,
@@ -83,9 +83,13 @@ class Optimizers:
                 norm = torch.nn.utils.get_total_norm(grads, foreach=True)
             else:
                 norm = torch.nn.utils.clip_grad_norm_(unit.parameters, unit.max_grad_norm, foreach=True)
-            unit.optimizer.step()
             norms[unit.metric("grad_norm")] = norm
         return norms
+
+    def step(self) -> None:
+        """Step every optimizer (after :meth:`clip_gradients`)."""
+        for unit in self.units:
+            unit.optimizer.step()
 
     def set_lr_factor(self, factor: float) -> None:
         """Set every learning rate to ``factor`` times its initial value (the schedule)."""

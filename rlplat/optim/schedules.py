@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rlplat.registry import ConfigError
+from rlplat.settings import LR_SCHEDULES
 
-LR_SCHEDULES = ("constant", "linear")
+__all__ = ["LR_SCHEDULES", "lr_factor"]
 
 
 def lr_factor(schedule: str, frames: int, total_frames: int) -> float:

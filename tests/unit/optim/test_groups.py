@@ -76,7 +76,8 @@ def test_unconfigured_groups_share_one_optimizer_and_clip_their_joint_norm():
     assert shared.label == "" and shared.groups == ("actor", "critic")
     for p in [*actor.parameters(), *critic.parameters()]:
         p.grad = torch.full_like(p, 3.0)  # 9 elements of 3: joint norm sqrt(81)
-    norms = optimizers.step()
+    norms = optimizers.clip_gradients()
+    optimizers.step()
     torch.testing.assert_close(norms["grad_norm"], torch.tensor(9.0))
 
 
@@ -94,7 +95,8 @@ def test_a_group_with_its_own_node_is_clipped_alone():
     }
     optimizers = make_optimizers(node, {"actor": list(actor.parameters()), "critic": list(critic.parameters())})
     actor.weight.grad, critic.weight.grad = torch.tensor([[4.0]]), torch.tensor([[3.0]])
-    norms = optimizers.step()
+    norms = optimizers.clip_gradients()
+    optimizers.step()
     assert set(norms) == {"critic/grad_norm", "grad_norm"}
     assert norms["critic/grad_norm"].item() == 3.0 and norms["grad_norm"].item() == 4.0  # before clipping
     assert critic.weight.grad.item() == pytest.approx(0.5)  # clipped to its own bound

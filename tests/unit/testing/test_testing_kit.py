@@ -318,6 +318,7 @@ def test_protocol_members_are_read_from_the_protocols_own_bodies():
         "parameters",
         "param_groups",
         "state_dict",
+        "load_state_dict",
     } == set(members)
 
 

@@ -1,0 +1,116 @@
+"""Find a run's checkpoint from what a user types: a run id, a run directory or a checkpoint
+file (``rlplat-eval``, ``rlplat-record``, ``rlplat-train resume=``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rlplat.checkpoint import CHECKPOINT_DIR, FINAL, CheckpointError, load_checkpoint, load_newest
+from rlplat.registry import ConfigError
+
+RUN_FILE = "rlplat_run.json"
+"""Written into each run directory when its MLflow run starts: run id, tracking URI, experiment id."""
+
+
+@dataclass(frozen=True)
+class Located:
+    """A run's checkpoint and where the run is recorded.
+
+    Attributes:
+        checkpoint: The checkpoint file that was read.
+        state: Its contents (see :mod:`rlplat.checkpoint`).
+        run_dir: The run directory, when known.
+        run_id: The MLflow run, when the run was recorded.
+        tracking_uri: The store holding that run.
+    """
+
+    checkpoint: Path
+    state: dict[str, Any]
+    run_dir: Path | None
+    run_id: str | None
+    tracking_uri: str | None
+
+
+def read_run_file(run_dir: Path) -> dict[str, str]:
+    """The run directory's :data:`RUN_FILE` (empty when the run was not recorded)."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{str(path)!r} cannot be read ({error})") from error
+
+
+def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
+    """The run directory of an MLflow run, from its :data:`RUN_DIR_TAG` tag.
+
+    Raises:
+        ConfigError: when the store has no such run, or the run has no run directory here.
+    """
+    import logging
+
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # no store-creation chatter on the console
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        raise ConfigError(f"{key}={run_id!r}: no run with this id: there is no store at {tracking_uri}")
+    try:
+        run = MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
+    except MlflowException as error:
+        raise ConfigError(
+            f"{key}={run_id!r}: no run with this id in {tracking_uri} (give a run id, a run directory or a "
+            "checkpoint file; tracking.uri=... names another store)"
+        ) from error
+    from rlplat.tracking import RUN_DIR_TAG
+
+    run_dir = run.data.tags.get(RUN_DIR_TAG)
+    if not run_dir or not Path(run_dir).is_dir():
+        raise ConfigError(f"{key}={run_id!r}: the run's directory {run_dir!r} is not on this machine")
+    return Path(run_dir)
+
+
+def locate(
+    key: str, target: str, tracking_uri: str, which: Literal["final", "newest"] = "final", warn: Any = None
+) -> Located:
+    """Resolve ``target`` (a checkpoint file, a run directory or a run id) to a checkpoint.
+
+    Args:
+        key: How the user gave it, for messages (``resume``, ``run``).
+        target: What the user typed.
+        tracking_uri: Store to look a run id up in.
+        which: ``final``: a run directory's ``final.pt`` when it has one, else its newest
+            periodic checkpoint (evaluation); ``newest``: the newest readable periodic
+            checkpoint (resume).
+        warn: Called with a message when an unreadable checkpoint is skipped.
+
+    Raises:
+        ConfigError: for a target that is none of these, or a run without a readable
+            checkpoint (:class:`~rlplat.checkpoint.CheckpointError`).
+    """
+    path = Path(target).expanduser()
+    if path.is_file():
+        state = load_checkpoint(path)
+        run_dir = path.parent.parent if path.parent.name == CHECKPOINT_DIR else None
+        return _located(path, state, run_dir)
+    if not path.is_dir():
+        if "/" in target or target.endswith(".pt"):
+            raise ConfigError(f"{key}={target!r}: no such file or directory")
+        path = run_dir_of(key, target, tracking_uri)
+    final = path / CHECKPOINT_DIR / FINAL
+    if which == "final" and final.is_file():
+        return _located(final, load_checkpoint(final), path)
+    try:
+        checkpoint, state = load_newest(path, warn)
+    except CheckpointError as error:
+        raise CheckpointError(f"{key}={target!r}: {error}") from error
+    return _located(checkpoint, state, path)
+
+
+def _located(checkpoint: Path, state: dict[str, Any], run_dir: Path | None) -> Located:
+    record = read_run_file(run_dir) if run_dir is not None else {}
+    return Located(checkpoint, state, run_dir, record.get("run_id"), record.get("tracking_uri"))

@@ -1,0 +1,149 @@
+"""rlplat-record: render a trained agent's episodes to a video.
+
+    rlplat-record <run id | run dir | checkpoint> [episodes=3] [deterministic=true] [fps=30]
+                  [out=<path>] [seed=...] [env.id=...] [device=...] [tracking.uri=...]
+
+Rebuilds the agent from the checkpoint (:mod:`rlplat.cli.restore`), builds the env with
+``render_mode="rgb_array"`` and writes the episodes one after another (episode i reset with
+seed + 10000 + i, the seeds of the trainer's evaluation) to an mp4 (:mod:`rlplat.video`), or
+to a GIF when no ffmpeg encoder is available, saying so. The video goes to ``out``, by
+default ``<run dir>/videos/<checkpoint name>.mp4``, and is logged as an artifact of the source
+run under ``videos/`` when the run is recorded in MLflow. Bad input is one
+``rlplat-record: error:`` line and exit status 2, with nothing written.
+
+Also :func:`video_callbacks`, the periodic videos of ``trainer.record_every_frames`` that
+``rlplat-train`` adds to its trainer callbacks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlplat.cli.locate import read_run_file
+from rlplat.cli.restore import (
+    COMMON_KEYS,
+    Key,
+    argument_parser,
+    default_tracking_uri,
+    integer,
+    locate_run,
+    parse_command,
+    reported,
+    restore,
+    restored_env_node,
+    text,
+)
+
+if TYPE_CHECKING:
+    from rlplat.build import Build
+    from rlplat.cli.locate import Located
+
+PROG = "rlplat-record"
+KEYS = {
+    "episodes": Key(integer(1), 3, "episodes to record, one after another"),
+    "fps": Key(integer(1), 30, "frames per second of the video"),
+    "out": Key(text, None, "video file (.mp4, or .gif); default: <run dir>/videos/<checkpoint name>.mp4"),
+    **COMMON_KEYS,
+}
+
+
+def log_video(tracking_uri: str, run_id: str, path: Path) -> None:
+    """Upload ``path`` as an artifact of the run ``run_id`` under ``videos/``."""
+    from mlflow import MlflowClient
+
+    from rlplat.video import VIDEO_DIR
+
+    MlflowClient(tracking_uri=tracking_uri).log_artifact(run_id, str(path), VIDEO_DIR)
+
+
+def run_video_logger(run_dir: Path) -> Callable[[Path], None]:
+    """Logs a video as an artifact of the MLflow run recorded in ``run_dir`` (its
+    ``rlplat_run.json``, read when called: the run starts after the callbacks are made)."""
+
+    def log(path: Path) -> None:
+        record = read_run_file(run_dir)
+        if record.get("run_id") and record.get("tracking_uri"):
+            log_video(record["tracking_uri"], record["run_id"], path)
+
+    return log
+
+
+def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[Any]:
+    """The trainer callbacks of ``trainer.record_every_frames``: none when it is 0, else a
+    :class:`rlplat.video.VideoRecorder` writing ``<run_dir>/videos/frames_<frames>.mp4``,
+    logged to the run's MLflow run when tracking is on. ``start_frames``: the frames a resumed
+    run has already trained.
+
+    Raises:
+        ConfigError: when the env entry takes no ``render_mode`` or imageio is not installed,
+            before any run starts.
+    """
+    every = built.trainer.record_every_frames
+    if every == 0:
+        return []
+    from rlplat.trainer import EVAL_SEED_OFFSET
+    from rlplat.video import VideoRecorder
+
+    parts = built.parts
+    log = run_video_logger(run_dir) if built.tracking.enabled else None
+    recorder = VideoRecorder(
+        parts.loss.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
+        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, log=log, start_frames=start_frames,
+    )  # fmt: skip
+    return [recorder]
+
+
+def default_out(located: Located) -> Path:
+    """``<run dir>/videos/<checkpoint name>.mp4``; ``./videos/...`` for a checkpoint outside
+    a run directory."""
+    from rlplat.video import VIDEO_DIR
+
+    folder = located.run_dir if located.run_dir is not None else Path.cwd()
+    return folder / VIDEO_DIR / f"{located.checkpoint.stem}.mp4"
+
+
+def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Path:
+    """Check that the env can render, rebuild the agent, write the video; returns the file.
+
+    Raises:
+        ConfigError: for an env that cannot render, a bad override or a missing imageio.
+    """
+    from rlplat.trainer import EVAL_SEED_OFFSET
+    from rlplat.video import record_episodes, render_env_maker, require_imageio
+
+    require_imageio()
+    make_env = render_env_maker(restored_env_node(located, env))  # before the build: fails fast
+    built = restore(located, env, values["seed"], values["device"])
+    try:
+        parts = built.parts
+        out = Path(values["out"]) if values["out"] else default_out(located)
+        return record_episodes(
+            parts.loss.policy, make_env, parts.transforms, values["episodes"], parts.seed + EVAL_SEED_OFFSET,
+            out, values["fps"], values["deterministic"], parts.device,
+        )  # fmt: skip
+    finally:
+        built.parts.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point of ``rlplat-record``; returns 0 (bad input exits with status 2)."""
+    parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
+    with reported(PROG):
+        run, values, env = parse_command(parser, argv, KEYS)
+        located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
+        path = render(located, values, env)
+    asked_for_gif = values["out"] is not None and Path(values["out"]).suffix.lower() == ".gif"
+    if path.suffix == ".gif" and not asked_for_gif:
+        print(f"{PROG}: no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead", file=sys.stderr)
+    print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")
+    if located.run_id is not None and located.tracking_uri is not None:
+        log_video(located.tracking_uri, located.run_id, path)
+        print(f"Logged as artifact videos/{path.name} of MLflow run {located.run_id}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

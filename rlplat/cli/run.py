@@ -1,0 +1,179 @@
+"""A training run's life, shared by ``rlplat-train`` and ``rlplat-train resume=``: signals,
+the MLflow run around the fit, and how it ends.
+
+A run ends FINISHED; KILLED when a signal stopped it (tag ``rlplat.signal``, a checkpoint
+written first) or a sweeper's pruner did (tag ``rlplat.pruned``); FAILED on any other
+exception. SIGINT and SIGTERM ask the loop to stop after the current rollout; a second one
+stops at once (the run still ends KILLED). The process then exits 130 (SIGINT) or 143
+(SIGTERM) after printing how to resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from rlplat.cli.locate import RUN_FILE
+
+if TYPE_CHECKING:
+    from rlplat.build import Build
+    from rlplat.trainer import Callback
+
+SIGNAL_TAG = "rlplat.signal"
+EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+@dataclass
+class RunSpec:
+    """What a run needs beyond its built parts.
+
+    Attributes:
+        output_dir: The run directory.
+        title: Shown on the console.
+        tags: The MLflow run's tags (a new run); unused when resuming.
+        resume_run: The MLflow run to continue (resume), or None for a new run.
+        state: The checkpoint to continue from (resume), or None.
+        reporter: A sweep's trial reporter (pruning), or None.
+        job_start: ``time.time()`` when the job started, for ``time/startup_s``.
+        callbacks: More trainer callbacks (e.g. periodic videos).
+    """
+
+    output_dir: Path
+    title: str
+    tags: dict[str, str] = field(default_factory=dict)
+    resume_run: str | None = None
+    state: dict[str, Any] | None = None
+    reporter: Any = None
+    job_start: float | None = None
+    callbacks: list[Any] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def signals_handled(stop: Any) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop.signal`` (the loop checks it after each rollout); a
+    second one raises KeyboardInterrupt at once. Previous handlers are restored after."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if stop.signal is not None:
+            raise KeyboardInterrupt(name)
+        stop.signal = name
+        print(f"\nrlplat-train: {name}: stopping after this rollout (again to stop at once)", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_training(built: Build, spec: RunSpec) -> float:
+    """Fit the built parts (recorded in MLflow when tracking is on); returns the objective.
+
+    Raises:
+        SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED).
+    """
+    from rlplat.console import TrainingDisplay
+    from rlplat.trainer import Interrupted, StopRequest, Trainer
+
+    stop = StopRequest()
+    try:
+        with signals_handled(stop), TrainingDisplay(spec.title, built.trainer.total_frames) as display:
+            callbacks: list[Callback] = [display, *spec.callbacks, *([spec.reporter] if spec.reporter else [])]
+            if built.tracking.enabled:
+                summary = _recorded_fit(built, spec, callbacks, stop)
+            else:
+                trainer = Trainer(built.parts, built.trainer, spec.output_dir, callbacks, built.checkpoint, stop)
+                if spec.state is not None:
+                    trainer.load_state_dict(spec.state)
+                summary = trainer.fit()
+    except (Interrupted, KeyboardInterrupt) as error:
+        _exit_interrupted(error, spec)
+    display.summary(
+        {
+            "frames": int(summary["frames"]),
+            "wall time (s)": summary["time/train_s"],
+            **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"},
+        }
+    )
+    return summary[built.trainer.objective]
+
+
+def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
+    from rlplat.trainer import Interrupted
+
+    name = getattr(error, "signal", None) or (str(error) if str(error) in EXIT_CODES else "SIGINT")
+    record = spec.output_dir / RUN_FILE
+    target = json.loads(record.read_text())["run_id"] if record.is_file() else str(spec.output_dir)
+    where = "at once"
+    if isinstance(error, Interrupted):
+        where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}"
+    print(f"rlplat-train: stopped by {name} {where}.\nResume with: rlplat-train resume={target}", file=sys.stderr)
+    raise SystemExit(EXIT_CODES.get(name, 130))
+
+
+def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: Any) -> dict[str, float]:
+    """Fit inside an MLflow run that always ends FINISHED, KILLED or FAILED."""
+    from rlplat.sweep.runs import PRUNED_TAG
+    from rlplat.trainer import Interrupted, Trainer
+
+    tracker, after_step = _open_run(built, spec)
+    status = "FAILED"
+    try:
+        from rlplat.tracking import TrackerCallback
+
+        if spec.job_start is not None:
+            tracker.log_metrics({"time/startup_s": time.time() - spec.job_start}, step=0)
+        recorder = TrackerCallback(tracker, after_step=after_step)
+        trainer = Trainer(built.parts, built.trainer, spec.output_dir, [recorder, *callbacks], built.checkpoint, stop)
+        if spec.state is not None:
+            trainer.load_state_dict(spec.state)
+        summary = trainer.fit()
+        status = "FINISHED"
+        return summary
+    except (Interrupted, KeyboardInterrupt) as error:
+        name = getattr(error, "signal", None) or stop.signal or "SIGINT"
+        tracker.set_tags({SIGNAL_TAG: name})
+        status = "KILLED"
+        raise
+    except BaseException as error:
+        if spec.reporter is not None and spec.reporter.pruned(error):
+            tracker.set_tags({PRUNED_TAG: "true"})
+            status = "KILLED"
+        raise
+    finally:
+        tracker.end(status)
+
+
+def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
+    """Start the MLflow run (or reopen the resumed one); returns the tracker and the last
+    step already logged (a resumed run logs only after it)."""
+    from omegaconf import OmegaConf
+
+    from rlplat.tracking import RUN_DIR_TAG, Tracker, flatten
+
+    tracking = built.tracking
+    tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
+    if spec.resume_run is not None:
+        tracker.reopen(spec.resume_run)
+        return tracker, tracker.last_step("time/fps")
+    tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
+    name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
+    run_id = tracker.start(name, flatten(built.config), tags)
+    record = {"run_id": run_id, "tracking_uri": tracking.uri, "experiment_id": tracker.experiment_id}
+    (spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    resolved = spec.output_dir / "config.yaml"
+    OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
+    tracker.log_artifact(resolved)
+    if (spec.output_dir / ".hydra").is_dir():
+        tracker.log_artifact(spec.output_dir / ".hydra", "hydra")
+    return tracker, None

@@ -1,0 +1,62 @@
+"""One env built from the ``env`` node to read its spaces, with nothing but gymnasium imported.
+
+``rlplat-train`` probes the env before it imports torch (:mod:`rlplat.hydra_ext.validate`),
+and :func:`rlplat.build.build` probes it again for the spaces the networks need: both call
+:func:`env_spaces`, so that an env that fails to build is reported in the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+
+from rlplat.registry import ENVS, ConfigError, PluginError
+
+
+def build_env(env_node: Mapping[str, Any]) -> Any:
+    """Build one env as the ``env`` node configures it.
+
+    Args:
+        env_node: The resolved ``env`` node: ``name`` and the entry's keyword arguments.
+
+    Returns:
+        What the env entry returns (a ``gymnasium.Env`` for a conforming entry).
+
+    Raises:
+        ConfigError: for an unknown name or keyword argument, a gymnasium id that does not
+            exist, or any exception of the env's constructor, as ``env 'name' failed to
+            build: ExcType: message``.
+        PluginError: when the env's plugin fails to import.
+    """
+    try:
+        return ENVS.build("env", env_node)
+    except (ConfigError, PluginError):
+        raise
+    except Exception as error:  # whatever third-party env code raises: reported in the user's terms
+        name, env_id = env_node.get("name"), env_node.get("id")
+        which = f"env {name!r}" + (f" (env.id={env_id!r})" if env_id is not None else "")
+        raise ConfigError(f"{which} failed to build: {type(error).__name__}: {error}") from error
+
+
+def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
+    """The single env's observation and action spaces, read from one probe env.
+
+    Args:
+        env_node: The resolved ``env`` node.
+
+    Returns:
+        ``(observation_space, action_space)``.
+
+    Raises:
+        ConfigError: as :func:`build_env`.
+        PluginError: when the env's plugin fails to import, or its entry returns something
+            that is not a ``gymnasium.Env``.
+    """
+    probe = build_env(env_node)
+    if not isinstance(probe, gymnasium.Env):
+        raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
+    spaces = probe.observation_space, probe.action_space
+    probe.close()
+    return spaces

@@ -1,0 +1,367 @@
+"""Light checks of the command line and the composed config, run before torch is imported.
+
+``rlplat-train`` reports bad input within a second or two, before anything heavy is
+imported or anything is written:
+
+* :func:`check_command_line`, before Hydra: every override parses (Hydra's override
+  grammar), and the run's output directory and the sqlite store's directory are writable;
+* :func:`check_config`, right after composition: the type of every value against the
+  default of the same key, the ``trainer``, ``checkpoint`` and ``tracking`` settings and the
+  seed (:mod:`rlplat.settings`), the ranges of built-in components' keys that need no torch,
+  and one probe env (:func:`rlplat.envs.probe.env_spaces`).
+
+The range checks repeat the constructors' checks in the constructors' words, so that the
+message is the same whichever reports it; the constructors stay the reference (their unit
+tests compare both). Checks between components that need the components themselves (an
+algorithm that cannot act in the env, a buffer that does not fit the loss) stay in
+:func:`rlplat.build.build`. This module imports neither torch nor MLflow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, cast
+
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+
+from rlplat.envs.probe import env_spaces
+from rlplat.hydra_ext.compose import CONFIG_MODULE
+from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, register_group_options
+from rlplat.hydra_ext.overrides import unroute
+from rlplat.hydra_ext.plugins import register_hydra_plugins
+from rlplat.registry import BUFFERS, BUILTIN_DISTRIBUTION, COLLECTORS, LOSSES, OPTIMIZERS, ConfigError, Registry
+from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
+
+GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+"""Hydra's override grammar, named in the message for an override that does not parse."""
+
+INFO_FLAGS = ("-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+"""Hydra flags that print something and run nothing: no output directory is written."""
+
+_KIND_WORDS = {
+    bool: ("true or false (bool)", "booleans (bool)"),
+    int: ("an integer (int)", "integers (int)"),
+    float: ("a number (float)", "numbers (float)"),
+    str: ("a string (str)", "strings (str)"),
+    list: ("a list", "lists"),
+    dict: ("a mapping of keys", "mappings"),
+}
+"""Type of a default -> how a value of that type is described: alone, in a list."""
+
+
+def parse_overrides(args: Sequence[str]) -> list[Override]:
+    """Parse the overrides of a command line with Hydra's public override parser.
+
+    Args:
+        args: Command-line arguments after the program name, as :func:`route` returns them;
+            flags (``-m``, ``--cfg job``) and their values are skipped.
+
+    Returns:
+        The parsed overrides, in order.
+
+    Raises:
+        ConfigError: for an override that does not parse, naming it, the parser's complaint
+            and the grammar.
+    """
+    parser = OverridesParser.create()
+    parsed = []
+    for arg in args:
+        if arg.startswith("-") or ("=" not in arg and not arg.startswith("~")):
+            continue
+        try:
+            parsed += parser.parse_overrides([arg])
+        except OverrideParseException as error:
+            lines = [line.strip() for line in str(error.message).splitlines()]
+            detail = "; ".join(
+                line for line in lines if line and not line.startswith(("See https", "Error parsing override", "^"))
+            )
+            raise ConfigError(
+                f"{unroute(arg)}: not a valid override ({detail}). Valid forms: key=value, +key=value (adds a key), "
+                f"~key (deletes one); quote a value with spaces or special characters, key='a b' ({GRAMMAR_URL})"
+            ) from error
+    return parsed
+
+
+def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
+    """Check, before Hydra runs, what can be checked on the command line alone.
+
+    Every override must parse (:func:`parse_overrides`). Unless a flag such as ``--cfg`` or
+    ``--help`` only prints, the run directory (``hydra.run.dir``; ``hydra.sweep.dir`` with
+    ``-m``), given or the default of conf/config.yaml, and the directory of a
+    ``tracking.uri=sqlite:///...`` store given on the command line must be writable: the
+    nearest existing directory of each is checked, since Hydra and MLflow create the rest.
+
+    Args:
+        args: Command-line arguments after the program name, as :func:`route` returns them.
+        cwd: Directory relative paths start from; the current directory when None.
+
+    Raises:
+        ConfigError: for an override that does not parse, or ``key='value': not writable
+            (reason)``.
+    """
+    overrides = parse_overrides(args)
+    if prints_only(args):
+        return
+    cwd = Path.cwd() if cwd is None else cwd
+    given = {o.key_or_group: o.value() for o in overrides if not o.is_delete()}
+    run_key = "hydra.sweep.dir" if is_multirun(args) else "hydra.run.dir"
+    run_dir = given.get(run_key, _default_hydra_value(run_key))
+    if isinstance(run_dir, str):
+        check_writable(run_key, run_dir, Path(_literal_prefix(run_dir)), cwd)
+    uri = given.get("tracking.uri")
+    if isinstance(uri, str) and uri.startswith("sqlite:///") and given.get("tracking.enabled") is not False:
+        path = uri.removeprefix("sqlite:///").split("?", 1)[0]
+        prefix = _literal_prefix(path)
+        if prefix and path != ":memory:":
+            check_writable("tracking.uri", uri, Path(prefix).parent if prefix == path else Path(prefix), cwd)
+
+
+def prints_only(args: Sequence[str]) -> bool:
+    """Whether the command line only prints (``--help``, ``--cfg job``, ...) and runs nothing."""
+    return any(arg.split("=", 1)[0] in INFO_FLAGS for arg in args)
+
+
+def is_multirun(args: Sequence[str]) -> bool:
+    """Whether the command line starts a multirun (``-m``, ``--multirun``)."""
+    return bool({"-m", "--multirun"} & set(args))
+
+
+def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:
+    """Raise ConfigError unless files can be created in directory ``path``: in it where it
+    exists, else in its nearest existing ancestor (where the missing directories would be made).
+
+    Args:
+        key: The config key, for the message.
+        value: Its value as given, for the message.
+        path: The directory to check, absolute or relative to ``cwd`` (and named so).
+        cwd: The directory a relative ``path`` starts from.
+
+    Raises:
+        ConfigError: ``key='value': not writable (reason)``.
+    """
+    existing = next(p for p in (path, *path.parents) if (cwd / p).exists())
+    shown = "the current directory" if str(existing) == "." else repr(str(existing))
+    if not (cwd / existing).is_dir():
+        reason = f"{shown} is a file, not a directory"
+    elif not os.access(cwd / existing, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(cwd / existing).f_flag & os.ST_RDONLY)
+        reason = f"{shown} is on a read-only file system" if read_only else f"no permission to write in {shown}"
+    else:
+        return
+    raise ConfigError(f"{key}={value!r}: not writable ({reason})")
+
+
+def _literal_prefix(text: str) -> str:
+    """``text`` up to its first interpolation (``outputs/runs/${now:...}`` -> ``outputs/runs/``)."""
+    return text.split("${", 1)[0]
+
+
+def _default_hydra_value(key: str) -> Any:
+    """The value of ``hydra.<...>`` in rlplat's primary config, uninterpolated."""
+    node = OmegaConf.create(files(CONFIG_MODULE).joinpath("config.yaml").read_text())
+    value: Any = OmegaConf.to_container(node, resolve=False)
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> None:
+    """Check the composed config as far as it can be without torch, in the user's terms.
+
+    In order: every value has the type of the same key's default (the config composed with
+    the same group choices and none of the values given); the ``trainer``, ``checkpoint`` and
+    ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the ranges of built-in
+    components' keys (:func:`check_ranges`); one probe env is built
+    (:func:`rlplat.envs.probe.env_spaces`).
+
+    Args:
+        cfg: The composed config (its ``hydra`` node, if any, is ignored).
+        overrides: The overrides it was composed with, as Hydra records them
+            (``hydra.overrides.task``); None reads them from the active Hydra config.
+
+    Raises:
+        ConfigError: naming the key, the value and what is valid.
+        PluginError: when a plugin the config selects fails to load.
+    """
+    config = resolve_config(cfg)
+    if overrides is None:
+        overrides = list(HydraConfig.get().overrides.task)
+    check_types(config, default_config(overrides))
+    TrainerConfig.from_node(config.get("trainer", {}))
+    CheckpointConfig.from_node(config.get("checkpoint", {}))
+    TrackingConfig.from_node(config.get("tracking", {}))
+    check_seed(config.get("seed"))
+    check_ranges(config)
+    env_spaces(config.get("env", {}))
+
+
+def resolve_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain containers, interpolations resolved, without its ``hydra`` node.
+
+    Raises:
+        ConfigError: when an interpolation does not resolve.
+    """
+    try:
+        config = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as error:  # omegaconf's InterpolationResolutionError and kin
+        raise ConfigError(f"the config does not resolve: {error}") from error
+    assert isinstance(config, dict), "a DictConfig resolves to a dict"
+    config.pop("hydra", None)
+    return cast(dict[str, Any], config)
+
+
+def default_config(overrides: Sequence[str]) -> dict[str, Any]:
+    """The config composed with the group choices of ``overrides`` only (``algo=``, ``env=``,
+    ``+sweep=``, ``~tuned``, ``hydra/launcher=``, ...): the defaults values are checked against.
+
+    Uses the running Hydra app's search path when there is one, else rlplat's config module.
+
+    Args:
+        overrides: Overrides as Hydra records them; values (``seed=1``) are left out.
+
+    Returns:
+        The config as plain containers, interpolations left as written.
+    """
+    groups = {*GROUPS.values(), *PRESET_GROUPS}
+    parsed = parse_overrides(overrides)
+    choices = [o.input_line or "" for o in parsed if o.key_or_group in groups or "/" in o.key_or_group]
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose("config", overrides=choices)
+    else:
+        register_hydra_plugins()
+        register_group_options()
+        with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+            cfg = compose("config", overrides=choices)
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))
+
+
+def check_types(config: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str = "") -> None:
+    """Every value has the type of the default of its key: int -> int (not bool), float ->
+    int or float, bool -> bool, str -> str, list -> list (items of a list of one type
+    included), mapping -> mapping (checked key by key). A null or interpolated default, or a
+    key without a default, accepts anything, and a number's default accepts null (null
+    disables, as in ``optim.max_grad_norm=null``): their own checks report what is wrong.
+
+    Args:
+        config: The resolved config (or one of its nodes).
+        defaults: The same node of :func:`default_config`.
+        prefix: Dotted path of the node, ``""`` at the top.
+
+    Raises:
+        ConfigError: ``optim.lr=[1]: must be a number (float), like the default 0.0003``.
+    """
+    for key, default in defaults.items():
+        kind = _kind(default)
+        if key not in config or kind is None or (kind is str and "${" in default) or default == "???":
+            continue
+        name, value = f"{prefix}{key}", config[key]
+        if value is None and kind in (int, float):
+            continue
+        if not _fits(value, kind):
+            raise ConfigError(f"{name}={value!r}: must be {_KIND_WORDS[kind][0]}, like the default {_show(default)}")
+        if kind is dict:
+            check_types(value, _with_shared_optim_defaults(default, value) if name == "optim" else default, f"{name}.")
+        elif kind is list and default and len({_kind(item) for item in default}) == 1:
+            item_kind = _kind(default[0])
+            if item_kind in (bool, int, float, str) and not all(_fits(item, item_kind) for item in value):
+                words = _KIND_WORDS[item_kind][1]
+                raise ConfigError(f"{name}={value!r}: must be a list of {words}, like the default {_show(default)}")
+
+
+def _with_shared_optim_defaults(defaults: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+    """``optim``'s defaults with a group's sub-node (``optim.actor``) defaulting to the shared
+    settings, as :func:`rlplat.optim.make_optimizers` reads them."""
+    shared = {k: v for k, v in defaults.items() if not isinstance(v, Mapping)}
+    groups = {
+        k: {**shared, **defaults.get(k, {})}
+        for k, v in node.items()
+        if isinstance(v, Mapping) and isinstance(defaults.get(k, {}), Mapping)
+    }
+    return {**defaults, **groups}
+
+
+def _kind(value: Any) -> type | None:
+    """The type a default stands for (bool before int), or None for null and other values."""
+    return next((kind for kind in _KIND_WORDS if isinstance(value, kind)), None)
+
+
+def _fits(value: Any, kind: type) -> bool:
+    """Whether ``value`` may replace a default of type ``kind``."""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _show(default: Any) -> str:
+    """A default as the YAML has it: ``true``, ``0.0003``, ``'auto'``, ``[64, 64]``."""
+    return str(default).lower() if isinstance(default, bool) else repr(default)
+
+
+def check_ranges(config: Mapping[str, Any]) -> None:
+    """The ranges of built-in components' keys, checked without building them, in the words
+    of their constructors: ``loss.gamma`` and ``loss.gae_lambda`` in [0, 1], ``loss.tau`` in
+    (0, 1], counts of the collector and the buffer at least 1, ``buffer.minibatch_size`` at
+    most the frames of a rollout, ``optim.lr`` > 0. A key that is absent is left to its
+    constructor's default; one that is null is out of range; keys of plugins' components
+    are left to their own constructors.
+
+    Args:
+        config: The resolved config, its types checked (:func:`check_types`).
+
+    Raises:
+        ConfigError: the constructor's message.
+    """
+    loss, collector, buffer, optim = (config.get(key) or {} for key in ("loss", "collector", "buffer", "optim"))
+    if _builtin(LOSSES, loss):
+        for key in ("gamma", "gae_lambda"):
+            if _outside(loss, key, lambda v: 0.0 <= v <= 1.0):
+                raise ConfigError(f"loss.{key}={loss[key]}: must be in [0, 1]")
+        if _outside(loss, "tau", lambda v: 0.0 < v <= 1.0):
+            raise ConfigError(f"loss.tau={loss['tau']}: must be in (0, 1]")
+    builtin_collector = _builtin(COLLECTORS, collector)
+    if builtin_collector:
+        _at_least_one("collector", collector, ("steps_per_env", "num_envs"))
+    if _builtin(BUFFERS, buffer):
+        _at_least_one("buffer", buffer, ("epochs", "capacity", "batch_size"))
+        frames = collector.get("steps_per_env", 0) * collector.get("num_envs", 0) if builtin_collector else 0
+        if frames and _outside(buffer, "minibatch_size", lambda v: 1 <= v <= frames):
+            raise ConfigError(
+                f"buffer.minibatch_size={buffer['minibatch_size']}: must be in [1, {frames}], "
+                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
+            )
+    if _builtin(OPTIMIZERS, optim) and _outside(optim, "lr", lambda v: v > 0):
+        raise ConfigError(f"optim.lr={optim['lr']}: must be > 0 ({optim['name']})")
+
+
+def _builtin(registry: Registry, node: Mapping[str, Any]) -> bool:
+    """Whether ``node`` names one of rlplat's own entries of ``registry`` (imports nothing)."""
+    name = node.get("name")
+    return isinstance(name, str) and registry.distribution(name) == BUILTIN_DISTRIBUTION
+
+
+def _outside(node: Mapping[str, Any], key: str, inside: Callable[[float], bool]) -> bool:
+    """Whether ``node`` sets ``key`` to null, a non-finite number or a number not ``inside``."""
+    if key not in node:
+        return False
+    value = node[key]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return not number or not inside(value)
+
+
+def _at_least_one(node_key: str, node: Mapping[str, Any], keys: Iterable[str]) -> None:
+    """Raise ConfigError for a count of ``node`` below 1 (or null), as the constructors word it."""
+    for key in keys:
+        if _outside(node, key, lambda v: v >= 1):
+            raise ConfigError(f"{node_key}.{key}={node[key]}: must be at least 1")

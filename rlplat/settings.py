@@ -1,0 +1,145 @@
+"""The run's own settings: the ``trainer``, ``checkpoint`` and ``tracking`` nodes.
+
+Light on purpose (no torch, no MLflow): ``rlplat-train`` checks these nodes right after
+composing the config, before any heavy import, so that a wrong type or an out-of-range
+value is reported within a second. Each dataclass's defaults live in conf/config.yaml
+only, with each key's meaning and unit; frames are env steps summed over all envs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar, cast
+
+from omegaconf import OmegaConf
+
+from rlplat.registry import ConfigError, check_kwargs
+
+DEVICES = ("cpu", "cuda", "auto")
+LR_SCHEDULES = ("constant", "linear")
+FINAL_METRICS = ("eval/return_mean", "eval/return_std", "rollout/return_mean", "time/fps")
+NONFINITE = ("raise", "skip_update")
+
+Settings = TypeVar("Settings", bound="_Node")
+
+
+def check_int(key: str, value: Any, minimum: int) -> None:
+    """Raise ConfigError unless ``value`` is an int (not a bool) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value!r}: must be an integer >= {minimum}")
+
+
+def check_choice(key: str, value: Any, valid: tuple[str, ...]) -> None:
+    """Raise ConfigError unless ``value`` is one of ``valid``."""
+    if value not in valid:
+        raise ConfigError(f"{key}={value!r}: valid: {', '.join(valid)}")
+
+
+class _Node:
+    """A config node checked against its dataclass: keys (naming the valid ones), then values."""
+
+    NODE = ""
+
+    @classmethod
+    def from_node(cls: type[Settings], node: Any) -> Settings:
+        """Build from the node (a DictConfig or a mapping).
+
+        Raises:
+            ConfigError: for an unknown or missing key, or a bad value.
+        """
+        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        if not isinstance(values, Mapping):
+            names = ", ".join(f.name for f in fields(cast(Any, cls)))
+            raise ConfigError(f"{cls.NODE}={values!r}: must be a mapping of {names}")
+        kwargs = {str(k): v for k, v in values.items()}
+        check_kwargs(cls.NODE, cls, kwargs)
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class TrainerConfig(_Node):
+    """The ``trainer`` node: budget, device, schedules of evaluation, logging and videos."""
+
+    NODE = "trainer"
+    total_frames: int
+    device: str
+    num_threads: int
+    lr_schedule: str
+    eval_every_frames: int
+    eval_episodes: int
+    log_every_frames: int
+    objective: str
+    nonfinite: str
+    record_every_frames: int
+
+    def __post_init__(self) -> None:
+        for key, minimum in (
+            ("total_frames", 1),
+            ("num_threads", 1),
+            ("eval_every_frames", 0),
+            ("eval_episodes", 1),
+            ("log_every_frames", 0),
+            ("record_every_frames", 0),
+        ):
+            check_int(f"trainer.{key}", getattr(self, key), minimum)
+        for key, valid in (
+            ("device", DEVICES),
+            ("lr_schedule", LR_SCHEDULES),
+            ("objective", FINAL_METRICS),
+            ("nonfinite", NONFINITE),
+        ):
+            check_choice(f"trainer.{key}", getattr(self, key), valid)
+
+
+@dataclass(frozen=True)
+class CheckpointConfig(_Node):
+    """The ``checkpoint`` node: when checkpoints are written and how many are kept."""
+
+    NODE = "checkpoint"
+    every_frames: int
+    keep: int
+    save_buffer: bool
+
+    def __post_init__(self) -> None:
+        check_int("checkpoint.every_frames", self.every_frames, 0)
+        check_int("checkpoint.keep", self.keep, 1)
+        if not isinstance(self.save_buffer, bool):
+            raise ConfigError(f"checkpoint.save_buffer={self.save_buffer!r}: must be true or false")
+
+
+@dataclass(frozen=True)
+class TrackingConfig(_Node):
+    """The ``tracking`` node: where the run is recorded."""
+
+    NODE = "tracking"
+    enabled: bool
+    uri: str
+    artifact_location: str | None
+    experiment: str
+    run_name: str | None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError(f"tracking.enabled={self.enabled!r}: must be true or false")
+        if self.enabled and not (isinstance(self.uri, str) and self.uri):
+            raise ConfigError("tracking.uri is empty: give an MLflow tracking URI, or tracking.enabled=false")
+        if self.enabled and not (isinstance(self.experiment, str) and self.experiment):
+            raise ConfigError("tracking.experiment is empty: give an experiment name")
+
+
+def check_seed(seed: Any) -> int:
+    """The run's seed; raises ConfigError unless it is an integer >= 0."""
+    check_int("seed", seed, 0)
+    return int(seed)
+
+
+def check_number(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
+    """Raise ConfigError unless ``value`` is a finite number in ``[low, high]`` (``(low, high]``
+    when ``low_open``)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    inside = number and (value > low if low_open else value >= low) and value <= high
+    if not inside:
+        bounds = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+        raise ConfigError(f"{key}={value!r}: must be a number in {bounds}")

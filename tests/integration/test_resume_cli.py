@@ -1,0 +1,216 @@
+"""Runs that survive: SIGKILL then ``resume=``, SIGINT/SIGTERM, a corrupt newest checkpoint,
+a non-finite env, and a sweep resumed job by job, all through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BIN, cli
+from mlflow import MlflowClient
+
+PPO = [
+    "algo=ppo",
+    "env=cartpole",
+    "trainer.total_frames=12288",
+    "collector.num_envs=4",
+    "collector.steps_per_env=128",
+    "buffer.epochs=2",
+    "buffer.minibatch_size=128",
+    "trainer.eval_every_frames=2048",
+    "trainer.eval_episodes=3",
+    "checkpoint.every_frames=1024",
+    "trainer.log_every_frames=0",
+]
+SAC = [
+    "algo=sac",
+    "env=pendulum",
+    "trainer.total_frames=2400",
+    "buffer.learning_starts=200",
+    "buffer.batch_size=64",
+    "loss.warmup_frames=200",
+    "trainer.eval_every_frames=600",
+    "trainer.eval_episodes=2",
+    "checkpoint.every_frames=200",
+    "trainer.log_every_frames=100",
+]
+
+
+def start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
+    full = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    full.update(env)
+    return subprocess.Popen(
+        [str(BIN / "rlplat-train"), *args], cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def only_run(store: str):
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    return client, runs[0]
+
+
+def run_dir(cwd: Path) -> Path:
+    [record] = list((cwd / "outputs").rglob("rlplat_run.json"))
+    return record.parent
+
+
+def wait_for_checkpoint(cwd: Path, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not list((cwd / "outputs").rglob("step_*.pt")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no checkpoint written"
+        time.sleep(0.05)
+
+
+def check_finished(store: str, budget: int) -> None:
+    client, run = only_run(store)
+    assert run.info.status == "FINISHED", run.info.status
+    for key in ("time/fps", "eval/return_mean", "loss/critic" if "loss/critic" in run.data.metrics else "time/fps"):
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+        assert steps == sorted(set(steps)), (key, steps)  # strictly increasing
+        assert steps[-1] == budget
+
+
+def kill_and_resume(args: list[str], budget: int, tmp_path: Path, store: str, seed: int) -> None:
+    process = start([*args, f"tracking.uri={store}"], tmp_path)
+    wait_for_checkpoint(tmp_path, process)
+    time.sleep(random.Random(seed).uniform(0.0, 2.0))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    _, run = only_run(store)
+    result = cli("rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "resuming" in result.stderr
+    check_finished(store, budget)
+
+
+def test_sigkill_then_resume_finishes_the_same_run(tmp_path, store):
+    kill_and_resume(PPO, 12288, tmp_path, store, seed=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+@pytest.mark.parametrize("moment", range(5))
+def test_sigkill_at_random_moments_then_resume(algo, moment, tmp_path, store):
+    args, budget = (PPO, 12288) if algo == "ppo" else (SAC, 2400)
+    kill_and_resume(args, budget, tmp_path, store, seed=moment + (100 if algo == "sac" else 0))
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, code, tmp_path, store):
+    process = start([*PPO, f"tracking.uri={store}"], tmp_path)
+    wait_for_checkpoint(tmp_path, process)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    client, run = only_run(store)
+    assert run.info.status == "KILLED" and run.data.tags["rlplat.signal"] == signal.Signals(sig).name
+    assert f"Resume with: rlplat-train resume={run.info.run_id}" in stderr
+    result = cli("rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    check_finished(store, 12288)
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, store):
+    process = start([*PPO, f"tracking.uri={store}"], tmp_path)
+    deadline = time.monotonic() + 120
+    while len(list((tmp_path / "outputs").rglob("step_*.pt"))) < 2:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    newest = sorted((run_dir(tmp_path) / "checkpoints").glob("step_*.pt"))[-1]
+    newest.write_bytes(newest.read_bytes()[:1000])
+    result = cli("rlplat-train", f"resume={run_dir(tmp_path)}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"checkpoint '{newest}' cannot be read" in result.stderr and "falling back" in result.stderr
+    check_finished(store, 12288)
+
+
+def test_resume_of_an_unknown_run_or_a_corrupt_checkpoint_is_one_line(tmp_path, store):
+    result = cli("rlplat-train", "resume=0123456789abcdef", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "resume='0123456789abcdef': no run with this id" in result.stderr
+    assert not (tmp_path / "mlflow.db").exists()  # looking a run up creates no store
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"garbage")
+    result = cli("rlplat-train", f"resume={bad}", cwd=tmp_path)
+    assert result.returncode == 2 and f"checkpoint '{bad}' cannot be read" in result.stderr
+
+
+NAN_ENV = textwrap.dedent("""
+    import gymnasium
+    import numpy as np
+
+    class NanReward(gymnasium.Wrapper):
+        # rewards turn NaN after 700 steps of this env (the 6th rollout of 128 steps per env)
+        def __init__(self, env):
+            super().__init__(env)
+            self.steps = 0
+        def step(self, action):
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            self.steps += 1
+            return observation, (np.nan if self.steps > 700 else reward), terminated, truncated, info
+
+    def make():
+        return NanReward(gymnasium.make("CartPole-v1"))
+""")
+
+
+def test_nan_reward_ends_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_path, store):
+    site = tmp_path / "site"
+    (site / "nan_env-0.1.dist-info").mkdir(parents=True)
+    (site / "nan_env-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: nan-env\nVersion: 0.1\n")
+    (site / "nan_env-0.1.dist-info" / "entry_points.txt").write_text("[rlplat.envs]\nnan_env = nan_env:make\n")
+    (site / "nan_env.py").write_text(NAN_ENV)
+    args = [a for a in PPO if not a.startswith("env=")]
+    result = cli(
+        "rlplat-train",
+        "env=nan_env",
+        *args,
+        f"tracking.uri={store}",
+        cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert result.returncode != 0
+    assert "non-finite reward" in result.stderr and "at 3,072 frames" in result.stderr
+    _, run = only_run(store)
+    assert run.info.status == "FAILED"
+    checkpoints = sorted((run_dir(tmp_path) / "checkpoints").glob("step_*.pt"))
+    assert checkpoints and checkpoints[-1].name == "step_000000002048.pt"  # nothing written after the NaN
+    probe = f"from rlplat.checkpoint import load_checkpoint; print(load_checkpoint({str(checkpoints[-1])!r})['frames'])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2048"
+
+
+def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(tmp_path, store):
+    args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir=sweep"]
+    process = start(args, tmp_path)
+    deadline = time.monotonic() + 240
+    while not list((tmp_path / "sweep" / "1").rglob("step_*.pt")):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    result = cli("rlplat-train", f"resume={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "job 0 finished already" in result.stderr
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert [r.info.status for r in parent] == ["FINISHED"] and len(children) == 2
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert json.loads((tmp_path / "sweep" / "1" / "rlplat_run.json").read_text())["run_id"] in {
+        r.info.run_id for r in children
+    }

@@ -1,0 +1,264 @@
+"""The Tracker's buffer and backoff, against a real sqlite store behind a transport that fails
+on demand as an unreachable tracking server does (tests/integration/test_tracking_server.py
+does it with a real server)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException, RestException
+
+from rlplat import tracking
+from rlplat.registry import ConfigError
+from rlplat.tracking import Backoff, Tracker, TrackerCallback, http_limits, unreachable
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One sqlite store for the module (creating one takes seconds); each test has its own run."""
+    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A URI where connections are accepted and never answered (a hung server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for connection in accepted:
+        connection.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FlakyClient:
+    """An MlflowClient that fails like an unreachable server while ``down``, counting requests."""
+
+    def __init__(self, client: MlflowClient) -> None:
+        self.client, self.down, self.requests = client, False, 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.requests += 1
+            if self.down:
+                try:
+                    raise requests.ConnectionError("[Errno 111] Connection refused")
+                except requests.ConnectionError as error:
+                    raise MlflowException("API request to http://127.0.0.1:1/api failed") from error
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def flaky(store: str, tmp_path: Path) -> tuple[Tracker, FlakyClient, FakeClock, list[str]]:
+    lines: list[str] = []
+    tracker = Tracker(store, "buffer", None, run_dir=tmp_path / "run", say=lines.append)
+    tracker.start("run", {"seed": "0"}, {"algo": "ppo"})
+    client, clock = FlakyClient(tracker.client), FakeClock()
+    tracker.client, tracker.backoff = client, Backoff(clock=clock)
+    return tracker, client, clock, lines
+
+
+def history(store: str, run_id: str, key: str) -> list[tuple[int, int, float]]:
+    metrics = MlflowClient(tracking_uri=store).get_metric_history(run_id, key)
+    return sorted((m.step, m.timestamp, m.value) for m in metrics)
+
+
+def test_metrics_are_buffered_while_down_and_written_in_order_with_their_steps(flaky, store):
+    tracker, client, clock, lines = flaky
+    client.down = True
+    tracker.log_metrics({"time/fps": 1.0, "loss/pg": 0.5}, step=256)
+    assert lines == ["warning: tracking server unreachable; 2 metric values buffered, retrying"]
+    requests_when_down = client.requests
+    for step in (512, 768):  # the retry is not due yet: no request, no wait
+        tracker.log_metrics({"time/fps": step / 256, "loss/pg": 0.5}, step=step)
+    assert client.requests == requests_when_down and len(lines) == 1
+
+    clock.now = 1.0  # first retry due, still down: backoff doubles
+    tracker.log_metrics({"time/fps": 4.0, "loss/pg": 0.5}, step=1024)
+    assert client.requests == requests_when_down + 1 and tracker.backoff.wait_s() == 2.0 and len(lines) == 1
+
+    client.down = False
+    clock.now = 2.5  # not due before 3.0
+    tracker.log_metrics({"time/fps": 5.0, "loss/pg": 0.5}, step=1280)
+    assert history(store, tracker.run_id, "time/fps") == []
+    clock.now = 3.0
+    tracker.log_metrics({"time/fps": 6.0, "loss/pg": 0.5}, step=1536)
+    assert lines[1:] == ["tracking server reachable again; 12 buffered metric values written"]
+    written = history(store, tracker.run_id, "time/fps")
+    assert [(step, value) for step, _, value in written] == [(256 * i, float(i)) for i in range(1, 7)]
+    tracker.end("FINISHED")
+    assert MlflowClient(tracking_uri=store).get_run(tracker.run_id).info.status == "FINISHED"
+
+
+def test_timestamps_are_those_of_the_log_calls(flaky, store, monkeypatch):
+    tracker, client, clock, _ = flaky
+    client.down = True
+    for second, step in ((100, 256), (200, 512)):
+        monkeypatch.setattr(tracking.time, "time", lambda second=second: float(second))
+        tracker.log_metrics({"time/fps": 1.0}, step=step)
+    client.down, clock.now = False, 10.0
+    tracker.end("FINISHED")
+    assert [(s, t) for s, t, _ in history(store, tracker.run_id, "time/fps")] == [(256, 100_000), (512, 200_000)]
+
+
+def test_artifacts_and_tags_that_failed_are_written_at_the_end(flaky, store, tmp_path):
+    tracker, client, _, lines = flaky
+    checkpoint = tmp_path / "final.pt"
+    checkpoint.write_bytes(b"weights")
+    client.down = True
+    tracker.log_artifact(checkpoint, "checkpoints")
+    tracker.set_tags({"rlplat.pruned": "true"})
+    assert lines == ["warning: tracking server unreachable; 1 artifact buffered, retrying"]
+    assert tracker.outbox.describe() == "1 tag and 1 artifact"
+    client.down = False
+    tracker.end("KILLED")
+    reader = MlflowClient(tracking_uri=store)
+    run = reader.get_run(tracker.run_id)
+    assert run.info.status == "KILLED" and run.data.tags["rlplat.pruned"] == "true"
+    assert [a.path for a in reader.list_artifacts(tracker.run_id, "checkpoints")] == ["checkpoints/final.pt"]
+
+
+def test_end_gives_up_after_its_time_and_says_what_was_lost(flaky, store, monkeypatch, tmp_path):
+    monkeypatch.setattr(tracking, "END_FLUSH_S", 0.3)
+    tracker, client, _, lines = flaky
+    tracker.backoff = Backoff(first_s=0.05)
+    client.down = True
+    tracker.log_metrics({"time/fps": 1.0, "loss/pg": 0.5}, step=256)
+    tracker.end("FINISHED")  # does not raise
+    assert lines[-1] == (
+        "warning: tracking server unreachable for 0.3 s at the end of the run: 2 metric values could not be recorded; "
+        f"the run could not be marked FINISHED (it shows RUNNING); run {tracker.run_id} in {store}; "
+        f"the run's directory: {tmp_path / 'run'}"
+    )
+    tracker.end("FINISHED")  # a second end does nothing
+    assert len(lines) == 2
+
+
+def test_end_never_raises_when_a_write_is_rejected(flaky, store):
+    tracker, client, _, lines = flaky
+
+    def rejected(*args: Any, **kwargs: Any) -> None:
+        raise RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad metric"})
+
+    tracker.outbox.metrics.append(tracking.Metric("x", 1.0, 0, 1))
+    client.client.log_batch = rejected
+    tracker.end("FAILED")
+    assert "the tracking store refused a write (INVALID_PARAMETER_VALUE: bad metric)" in lines[-1]
+    assert MlflowClient(tracking_uri=store).get_run(tracker.run_id).info.status == "FAILED"
+
+
+def test_reopen_continues_a_run_and_the_callback_skips_logged_steps(store):
+    first = Tracker(store, "resume", None)
+    run_id = first.start("run", {"seed": "0", "algo": "ppo"}, {})
+    callback = TrackerCallback(first)
+    for frames in (256, 512, 768):
+        callback.on_log({"time/fps": frames / 256}, frames)
+    first.end("FAILED")  # e.g. a crash after a checkpoint at 512 frames
+
+    second = Tracker(store, "resume", None)
+    second.reopen(run_id)
+    reader = MlflowClient(tracking_uri=store)
+    assert reader.get_run(run_id).info.status == "RUNNING"
+    assert second.last_step("time/fps") == 768 and second.last_step("eval/return_mean") is None
+    callback = TrackerCallback(second, after_step=second.last_step("time/fps"))
+    for frames in (768, 1024):  # resumed from the 512-frame checkpoint: 768 again, then on
+        callback.on_log({"time/fps": frames / 256 + 10}, frames)
+    second.end("FINISHED")
+    run = reader.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params == {"seed": "0", "algo": "ppo"}
+    assert [(s, v) for s, _, v in history(store, run_id, "time/fps")] == [
+        (256, 1.0),
+        (512, 2.0),
+        (768, 3.0),
+        (1024, 14.0),
+    ]
+
+
+def test_reopen_of_an_unknown_run_is_a_config_error(store):
+    with pytest.raises(ConfigError, match=r"no run 'abc' in tracking\.uri="):
+        Tracker(store, "resume", None).reopen("abc")
+
+
+def test_backoff_doubles_up_to_its_maximum():
+    clock = FakeClock()
+    backoff = Backoff(first_s=1.0, max_s=8.0, clock=clock)
+    waits = []
+    for _ in range(6):
+        backoff.failed()
+        waits.append(backoff.wait_s())
+    assert waits == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0] and not backoff.due()
+    backoff.succeeded()
+    assert backoff.due() and backoff.wait_s() == 0.0
+
+
+def test_http_limits_are_restored_after_the_block(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "300")  # the user's own setting
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    with http_limits(retries=0, timeout_s=2):
+        assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "2"
+        assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "300" and "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+
+
+@pytest.mark.parametrize(("status", "expected"), [(503, True), (429, True), (404, False), (403, False)])
+def test_http_errors_are_transient_only_for_retryable_statuses(status, expected):
+    response = requests.Response()
+    response.status_code = status
+    assert unreachable(requests.HTTPError(response=response)) is expected
+
+
+def test_a_rejected_request_is_not_unreachable():
+    assert not unreachable(RestException({"error_code": "INVALID_PARAMETER_VALUE", "message": "bad"}))
+    assert unreachable(requests.ConnectTimeout("timed out"))
+
+
+def test_a_server_that_does_not_answer_is_a_config_error_after_one_timeout(silent_server):
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"no MLflow tracking server answers there \(no answer within the timeout\)"):
+        Tracker(silent_server, "hung", None)
+    assert time.monotonic() - start < tracking.PROBE_TIMEOUT_S + 1
+
+
+def test_a_server_that_stops_answering_holds_a_log_step_for_the_write_timeout_at_most(store, silent_server):
+    lines: list[str] = []
+    tracker = Tracker(store, "hung", None, say=lines.append)
+    tracker.start("run", {}, {})
+    tracker.client = MlflowClient(tracking_uri=silent_server)  # the real HTTP transport, to a hung server
+    start = time.monotonic()
+    tracker.log_metrics({"time/fps": 1.0}, step=256)
+    assert time.monotonic() - start < tracking.WRITE_TIMEOUT_S + 1
+    assert lines == ["warning: tracking server unreachable; 1 metric value buffered, retrying"]
+    start = time.monotonic()
+    tracker.log_metrics({"time/fps": 2.0}, step=512)  # the retry is not due: no wait at all
+    assert time.monotonic() - start < 0.1 and len(tracker.outbox.metrics) == 2
