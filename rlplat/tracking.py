@@ -8,6 +8,7 @@ because it cannot be reached are kept in order and written when it answers again
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -46,6 +47,9 @@ END_TIMEOUT_S = 5  # seconds each write in Tracker.end may wait
 END_FLUSH_S = 30.0  # seconds Tracker.end keeps trying to write what is buffered
 MAX_BUFFERED = 1_000_000  # metric values kept while the server is unreachable; later ones are dropped
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # HTTP statuses MLflow itself retries
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+"""Tags of the experiments rlplat creates: MLflow 3's UI then shows them as model training,
+not in its GenAI view (where training runs would be listed as "Evaluation runs")."""
 RUN_DIR_TAG = "rlplat.run_dir"  # tag on each run: its absolute run directory (Hydra's output directory)
 
 
@@ -318,6 +322,7 @@ class Tracker:
         self._say = say or _say_on_stderr
         self._buffering_since: int | None = None  # Outbox.written when buffering started
         self._ended = False
+        logging.getLogger("mlflow.store.db").setLevel(logging.WARNING)  # no "Creating initial tables..." lines
         with store_lock(uri):
             self.client = MlflowClient(tracking_uri=uri)
             self.experiment_id = self._open_experiment(experiment, artifact_location)
@@ -343,12 +348,13 @@ class Tracker:
         raise AssertionError("not reached")
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
+        """The experiment's id, created (tagged as a model-training experiment) when missing."""
         found = self.client.get_experiment_by_name(name)
         if found is not None:
             return found.experiment_id
         location = Path(artifact_location).resolve().as_uri() if artifact_location else None
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
         except MlflowException:  # created meanwhile by a concurrent job of the same sweep
             found = self.client.get_experiment_by_name(name)
             if found is None:

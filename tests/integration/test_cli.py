@@ -18,11 +18,13 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
     result = cli("rlplat-train", "algo=ppo", "env=cartpole", "seed=3", *TINY, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "eval @" in result.stdout and "Traceback" not in result.stderr
+    assert "INFO mlflow" not in result.stdout + result.stderr  # creating the store stays off the console
 
     db = tmp_path / "outputs" / "mlflow.db"
     assert db.exists(), "default store is sqlite under outputs/ of the working directory"
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     experiment = client.get_experiment_by_name("rlplat")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not MLflow 3's GenAI view
     [run] = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED"
     assert run.info.artifact_uri.startswith((tmp_path / "outputs" / "mlartifacts").as_uri())
