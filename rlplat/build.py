@@ -19,11 +19,13 @@ The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import gymnasium
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,7 +47,7 @@ from rlplat.registry import (
     PluginError,
 )
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
-from rlplat.trainer import Parts, seed_everything
+from rlplat.trainer import Parts
 from rlplat.transforms.base import Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
@@ -131,6 +133,13 @@ def build(cfg: DictConfig) -> Build:
         raise
     parts = Parts(loss, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
     return Build(parts, trainer, checkpoint, tracking, config)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:

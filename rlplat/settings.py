@@ -8,7 +8,6 @@ only, with each key's meaning and unit; frames are env steps summed over all env
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar, cast
@@ -133,13 +132,3 @@ def check_seed(seed: Any) -> int:
     """The run's seed; raises ConfigError unless it is an integer >= 0."""
     check_int("seed", seed, 0)
     return int(seed)
-
-
-def check_number(key: str, value: Any, low: float, high: float, *, low_open: bool = False) -> None:
-    """Raise ConfigError unless ``value`` is a finite number in ``[low, high]`` (``(low, high]``
-    when ``low_open``)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    inside = number and (value > low if low_open else value >= low) and value <= high
-    if not inside:
-        bounds = f"{'(' if low_open else '['}{low:g}, {high:g}]"
-        raise ConfigError(f"{key}={value!r}: must be a number in {bounds}")

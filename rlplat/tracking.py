@@ -32,7 +32,6 @@ from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
 from rlplat.registry import ConfigError
-from rlplat.settings import TrackingConfig
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -326,11 +325,6 @@ class Tracker:
         with store_lock(uri):
             self.client = MlflowClient(tracking_uri=uri)
             self.experiment_id = self._open_experiment(experiment, artifact_location)
-
-    @classmethod
-    def from_config(cls, config: TrackingConfig, run_dir: Path | None = None) -> Tracker:
-        """A tracker for the ``tracking`` node (see :class:`Tracker` for ``run_dir``)."""
-        return cls(config.uri, config.experiment, config.artifact_location, run_dir=run_dir)
 
     def _open_experiment(self, name: str, artifact_location: str | None) -> str:
         """The experiment's id; at a server, tried :data:`PROBE_ATTEMPTS` times, briefly (once

@@ -7,7 +7,6 @@ of them.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -115,13 +114,6 @@ def evaluate_policy(
         for episode in env.pop_finished():
             first.setdefault(episode.env, episode)
     return [first[i] for i in sorted(first)]
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, numpy's and torch's global generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 @dataclass
