@@ -38,8 +38,8 @@ bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seco
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/bad_input.py
 
-bench-learning: $(STAMP)  ## rerun the README results table into benchmarks/results.md
-	$(BIN)/python benchmarks/learning.py
+bench-learning: $(STAMP)  ## rerun the README results table (5 seeds per pair) and its plots in benchmarks/report/
+	$(BIN)/python benchmarks/learning.py --plots benchmarks/report --json benchmarks/results.json
 
 bench-sweeps: $(STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
 	$(BIN)/python benchmarks/sweeps.py

@@ -1,14 +1,19 @@
-"""Learning benchmark: run each (algo, env) preset for several seeds through rlplat-train and
-write a results table from what the runs recorded in MLflow.
+"""Learning benchmark: run each (algo, env) preset on several seeds through rlplat-train and
+report, per pair, the interquartile mean (IQM) of the final evaluation with its 95%
+bootstrap confidence interval, how many seeds reached the threshold, and wall time.
 
-    python benchmarks/learning.py                        # every pair, seeds 0 1 2
-    python benchmarks/learning.py --only ppo:cartpole --seeds 0
+    python benchmarks/learning.py                        # every pair, seeds 0-4
+    python benchmarks/learning.py --only ppo:cartpole --seeds 0 1
 
 Each run is the plain command ``rlplat-train algo=<algo> env=<env> seed=<seed>`` (the
 tuned preset of the pair applies), recorded in the store given by --uri under the
 experiment ``learning-benchmark``. Wall time is measured around the whole command, start-up
-included. The table goes to --out (Markdown) and the numbers to --json; a full default run
-also copies the table into README.md between its results markers.
+included. A pair passes when its IQM clears the threshold and at least --min-passing of its
+seeds do (by default 4 of 5, all of fewer). The statistics are rlplat-compare's
+(:mod:`rlplat.report`), and so are the plots it writes per env into --plots: learning
+curves over frames and wall time, final-score intervals, performance profiles. The table
+goes to --out (Markdown) and the numbers to --json; a full default run also copies the
+table into README.md between its results markers.
 """
 
 from __future__ import annotations
@@ -19,10 +24,15 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 from mlflow import MlflowClient
+
+from rlplat.report.report import report_runs
+from rlplat.report.stats import aggregate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "learning-benchmark"
@@ -37,41 +47,57 @@ class Target:
     algo: str
     env: str
     threshold: float  # final deterministic eval/return_mean to reach
-    max_seconds: float  # wall time of one run, start-up included
-    min_passing: int  # seeds of three that must pass
-    max_frames: int | None = None  # frames a run may use at most (None: no bound)
 
 
 TARGETS = [
-    Target("ppo", "pendulum", threshold=-250.0, max_seconds=120.0, min_passing=2),
-    Target("ppo", "cartpole", threshold=475.0, max_seconds=60.0, min_passing=3),
-    Target("reinforce", "cartpole", threshold=450.0, max_seconds=600.0, min_passing=2, max_frames=300_000),
-    Target("a2c", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2, max_frames=300_000),
-    Target("ppo_kl", "pendulum", threshold=-250.0, max_seconds=600.0, min_passing=2, max_frames=200_000),
-    Target("dqn", "cartpole", threshold=475.0, max_seconds=600.0, min_passing=2, max_frames=100_000),
-    Target("ddpg", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
-    Target("td3", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
-    Target("sac", "pendulum", threshold=-200.0, max_seconds=600.0, min_passing=2, max_frames=20_000),
+    Target("ppo", "pendulum", threshold=-250.0),
+    Target("ppo", "cartpole", threshold=475.0),
+    Target("reinforce", "cartpole", threshold=450.0),
+    Target("a2c", "cartpole", threshold=475.0),
+    Target("ppo_kl", "pendulum", threshold=-250.0),
+    Target("dqn", "cartpole", threshold=475.0),
+    Target("ddpg", "pendulum", threshold=-200.0),
+    Target("td3", "pendulum", threshold=-200.0),
+    Target("sac", "pendulum", threshold=-200.0),
 ]
 
 
 @dataclass
-class Result:
+class Run:
+    """One seed of a pair."""
+
     algo: str
     env: str
     seed: int
-    command: str
+    run_id: str
     frames: int
     wall_seconds: float
     eval_return_mean: float
+    reached: bool
+
+
+@dataclass
+class Pair:
+    """A pair's result over its seeds."""
+
+    algo: str
+    env: str
+    command: str
     threshold: float
-    max_seconds: float
+    seeds: int
+    iqm: float
+    iqm_low: float
+    iqm_high: float
+    reached: int
+    needed: int
+    frames: int
+    wall_seconds: float  # median over the seeds
     passed: bool
 
 
-def run_one(target: Target, seed: int, uri: str) -> Result:
+def run_one(target: Target, seed: int, uri: str) -> Run:
+    """Run one seed as a fresh process; read its final evaluation back from MLflow."""
     args = [f"algo={target.algo}", f"env={target.env}", f"seed={seed}"]
-    command = " ".join(["rlplat-train", *args])
     script = shutil.which("rlplat-train") or str(Path(sys.executable).parent / "rlplat-train")
     start = time.perf_counter()
     completed = subprocess.run(
@@ -82,7 +108,7 @@ def run_one(target: Target, seed: int, uri: str) -> Result:
     )
     wall = time.perf_counter() - start
     if completed.returncode != 0:
-        raise RuntimeError(f"{command} failed:\n{completed.stderr}")
+        raise RuntimeError(f"rlplat-train {' '.join(args)} failed:\n{completed.stderr}")
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(EXPERIMENT)
     [run] = client.search_runs(
@@ -93,36 +119,43 @@ def run_one(target: Target, seed: int, uri: str) -> Result:
     )
     history = client.get_metric_history(run.info.run_id, "eval/return_mean")
     final = max(history, key=lambda m: m.step)
-    return Result(
-        target.algo,
-        target.env,
-        seed,
-        command,
-        final.step,
-        wall,
-        final.value,
-        target.threshold,
-        target.max_seconds,
-        final.value >= target.threshold
-        and wall <= target.max_seconds
-        and (target.max_frames is None or final.step <= target.max_frames),
+    return Run(
+        target.algo, target.env, seed, run.info.run_id, final.step, wall, final.value, final.value >= target.threshold
     )
 
 
-def frames_bound(result: Result) -> str:
-    bound = next(t.max_frames for t in TARGETS if (t.algo, t.env) == (result.algo, result.env))
-    return "" if bound is None else f", ≤ {bound:,} frames"
+def summarize(target: Target, runs: list[Run], min_passing: int) -> Pair:
+    """The pair's IQM with its 95% stratified bootstrap interval, seeds reaching the threshold."""
+    scores = np.array([r.eval_return_mean for r in runs])
+    iqm = aggregate({"": scores}, "iqm")
+    reached = sum(r.reached for r in runs)
+    needed = min(min_passing, len(runs))
+    return Pair(
+        target.algo,
+        target.env,
+        f"rlplat-train algo={target.algo} env={target.env} seed=<seed>",
+        target.threshold,
+        len(runs),
+        iqm.value,
+        iqm.low,
+        iqm.high,
+        reached,
+        needed,
+        int(np.median([r.frames for r in runs])),
+        float(np.median([r.wall_seconds for r in runs])),
+        iqm.value >= target.threshold and reached >= needed,
+    )
 
 
-def markdown(results: list[Result]) -> str:
+def markdown(pairs: list[Pair]) -> str:
     lines = [
-        "| command | seed | frames | wall time (s) | eval/return_mean | threshold | passed |",
-        "|---|---:|---:|---:|---:|---|:-:|",
+        "| command | seeds | frames | IQM [95% CI] | threshold | seeds ≥ threshold | wall time (s), median | passed |",
+        "|---|---:|---:|---:|---:|---:|---:|:-:|",
     ]
-    for r in results:
+    for p in pairs:
         lines.append(
-            f"| `{r.command}` | {r.seed} | {r.frames:,} | {r.wall_seconds:.1f} | {r.eval_return_mean:.1f} "
-            f"| ≥ {r.threshold:g} in ≤ {r.max_seconds:g} s{frames_bound(r)} | {'yes' if r.passed else 'no'} |"
+            f"| `{p.command}` | {p.seeds} | {p.frames:,} | {p.iqm:.1f} [{p.iqm_low:.1f}, {p.iqm_high:.1f}] "
+            f"| {p.threshold:g} | {p.reached} of {p.seeds} | {p.wall_seconds:.1f} | {'yes' if p.passed else 'no'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -138,31 +171,43 @@ def copy_into_readme(table: str, readme: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="pairs as algo:env (default: all)")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--min-passing", type=int, default=4, help="seeds that must reach the threshold")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 for the README's wall times)")
     parser.add_argument("--uri", default=f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}", help="MLflow tracking URI")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.md", help="Markdown table")
+    parser.add_argument("--plots", type=Path, default=None, help="folder for the report per env (default: none)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args()
 
     targets = [t for t in TARGETS if args.only is None or f"{t.algo}:{t.env}" in args.only]
     if not targets:
         parser.error(f"--only {args.only}: valid pairs: {', '.join(f'{t.algo}:{t.env}' for t in TARGETS)}")
-    results, ok = [], True
+    jobs = [(t, seed) for t in targets for seed in args.seeds]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        runs = list(pool.map(lambda job: run_one(job[0], job[1], args.uri), jobs))
+    pairs = []
     for target in targets:
-        pair = [run_one(target, seed, args.uri) for seed in args.seeds]
-        for r in pair:
-            print(f"{r.command:<45} seed {r.seed}: {r.eval_return_mean:8.1f} in {r.wall_seconds:5.1f} s", flush=True)
-        needed = min(target.min_passing, len(pair))
-        ok &= sum(r.passed for r in pair) >= needed
-        results += pair
+        mine = [r for r in runs if (r.algo, r.env) == (target.algo, target.env)]
+        for r in mine:
+            print(f"{r.algo}:{r.env} seed {r.seed}: {r.eval_return_mean:8.1f} in {r.wall_seconds:5.1f} s", flush=True)
+        pairs.append(summarize(target, mine, args.min_passing))
+    table = markdown(pairs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    table = markdown(results)
     args.out.write_text(table)
-    if args.only is None and args.out == parser.get_default("out"):
+    print(table)
+    full = args.only is None and args.out == parser.get_default("out")
+    if full:
         copy_into_readme(table, ROOT / "README.md")  # the full default table is the README's
+    if args.plots is not None:
+        for env in dict.fromkeys(t.env for t in targets):
+            ids = [r.run_id for r in runs if r.env == env]
+            report_runs(args.uri, ids, metric="eval/return_mean", out=args.plots / env, group_by=["algo"])
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
-    print(f"wrote {args.out}; {'all pairs met their targets' if ok else 'some pair missed its target'}")
+        results = {"pairs": [asdict(p) for p in pairs], "runs": [asdict(r) for r in runs]}
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    ok = all(p.passed for p in pairs)
+    print(f"wrote {args.out}; {'every pair passed' if ok else 'some pair failed'}")
     return 0 if ok else 1
 
 

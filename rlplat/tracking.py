@@ -32,6 +32,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
 from rlplat.registry import ConfigError
+from rlplat.tags import RUN_DIR_TAG
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -49,7 +50,6 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # HTTP statuses ML
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 """Tags of the experiments rlplat creates: MLflow 3's UI then shows them as model training,
 not in its GenAI view (where training runs would be listed as "Evaluation runs")."""
-RUN_DIR_TAG = "rlplat.run_dir"  # tag on each run: its absolute run directory (Hydra's output directory)
 
 
 def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, str]:

@@ -20,15 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlplat.cli.args import Key, default_tracking_uri, integer, reported
 from rlplat.cli.restore import (
     COMMON_KEYS,
-    Key,
     argument_parser,
-    default_tracking_uri,
-    integer,
     locate_run,
     parse_command,
-    reported,
     restore,
 )
 

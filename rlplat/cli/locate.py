@@ -66,7 +66,7 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
             f"{key}={run_id!r}: no run with this id in {tracking_uri} (give a run id, a run directory or a "
             "checkpoint file; tracking.uri=... names another store)"
         ) from error
-    from rlplat.tracking import RUN_DIR_TAG
+    from rlplat.tags import RUN_DIR_TAG
 
     run_dir = run.data.tags.get(RUN_DIR_TAG)
     if not run_dir or not Path(run_dir).is_dir():

@@ -22,19 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlplat.cli.args import Key, default_tracking_uri, integer, reported, text
 from rlplat.cli.locate import read_run_file
 from rlplat.cli.restore import (
     COMMON_KEYS,
-    Key,
     argument_parser,
-    default_tracking_uri,
-    integer,
     locate_run,
     parse_command,
-    reported,
     restore,
     restored_env_node,
-    text,
 )
 
 if TYPE_CHECKING:

@@ -12,89 +12,24 @@ weights and the transforms' statistics are loaded.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
-import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rlplat.checkpoint import CheckpointError
+from rlplat.cli.args import ArgumentParser, Key, boolean, integer, shown, text
 from rlplat.cli.locate import Located, locate
-from rlplat.registry import ConfigError, PluginError, closest
-from rlplat.settings import DEVICES, check_choice, check_int
+from rlplat.registry import ConfigError, closest
+from rlplat.settings import DEVICES, check_choice
 
 if TYPE_CHECKING:
     from rlplat.build import Build
 
 ENV_PREFIX = "env."
-
-
-def fail(prog: str, message: object) -> NoReturn:
-    """Print ``<prog>: error: <message>`` as one line on stderr and exit with status 2."""
-    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
-    sys.exit(2)
-
-
-@contextlib.contextmanager
-def reported(prog: str) -> Iterator[None]:
-    """Turn bad input (ConfigError, PluginError) into one ``<prog>: error:`` line and exit
-    status 2; ``HYDRA_FULL_ERROR=1`` shows the traceback instead, as for ``rlplat-train``."""
-    try:
-        yield
-    except (ConfigError, PluginError) as error:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        fail(prog, error)
-
-
-@dataclass(frozen=True)
-class Key:
-    """One ``key=value`` argument.
-
-    Attributes:
-        parse: ``(key, text) -> value``; raises ConfigError naming the key, the value and
-            what is valid.
-        default: Its value when not given (None: decided later, e.g. from the checkpoint).
-        help: One line for ``--help``.
-    """
-
-    parse: Callable[[str, str], Any]
-    default: Any
-    help: str
-
-
-def integer(minimum: int) -> Callable[[str, str], int]:
-    """A parser of integers >= ``minimum``."""
-
-    def parse(key: str, text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"{key}={text!r}: must be an integer >= {minimum}") from None
-        check_int(key, value, minimum)
-        return value
-
-    return parse
-
-
-def boolean(key: str, text: str) -> bool:
-    """``true``/``false`` (also yes/no, 1/0, any case)."""
-    value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(text.lower())
-    if value is None:
-        raise ConfigError(f"{key}={text!r}: must be true or false")
-    return value
-
-
-def text(key: str, value: str) -> str:
-    """A non-empty string, as given."""
-    if not value:
-        raise ConfigError(f"{key}='': give a value")
-    return value
 
 
 def device(key: str, value: str) -> str:
@@ -149,17 +84,9 @@ def parse_pairs(pairs: Sequence[str], keys: Mapping[str, Key]) -> tuple[dict[str
     return values, env
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with usage errors reported as one ``<prog>: error:`` line (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        """Report a usage error and exit 2."""
-        fail(self.prog, f"{message} (see {self.prog} --help)")
-
-
 def argument_parser(prog: str, description: str, keys: Mapping[str, Key]) -> ArgumentParser:
     """The parser of ``<prog> RUN [key=value ...]``, every key listed in ``--help``."""
-    listed = "\n".join(f"  {name}={_shown(k.default)}".ljust(26) + k.help for name, k in keys.items())
+    listed = "\n".join(f"  {name}={shown(k.default)}".ljust(26) + k.help for name, k in keys.items())
     parser = ArgumentParser(
         prog=prog,
         description=description,
@@ -185,17 +112,6 @@ def parse_command(
         raise ConfigError("give the run: a run id, a run directory or a checkpoint file (see --help)")
     values, env = parse_pairs(args.pairs, keys)
     return args.run, values, env
-
-
-def _shown(default: Any) -> str:
-    if isinstance(default, bool):
-        return str(default).lower()
-    return "" if default is None else str(default)
-
-
-def default_tracking_uri() -> str:
-    """``rlplat-train``'s default store: ``outputs/mlflow.db`` of the working directory."""
-    return f"sqlite:///{Path.cwd() / 'outputs' / 'mlflow.db'}"
 
 
 def locate_run(target: str, tracking_uri: str) -> Located:

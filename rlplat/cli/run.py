@@ -22,6 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.cli.locate import RUN_FILE
+from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -123,7 +124,6 @@ def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
 
 def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: Any) -> dict[str, float]:
     """Fit inside an MLflow run that always ends FINISHED, KILLED or FAILED."""
-    from rlplat.sweep.runs import PRUNED_TAG
     from rlplat.trainer import Interrupted, Trainer
 
     tracker, after_step = _open_run(built, spec)
@@ -154,12 +154,23 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
         tracker.end(status)
 
 
+def _description(built: Build, tags: dict[str, str]) -> str:
+    """The run's description on its MLflow page: the command, what is trained, where."""
+    env = built.config["env"]
+    env_name = env.get("id", env.get("name", tags["env"]))
+    frames = built.trainer.total_frames
+    return (
+        f"`{tags.get('command', 'rlplat-train')}`\n\n{tags['algo']} on {env_name}, seed {tags['seed']}, "
+        f"{frames:,} frames. Run directory: `{tags[RUN_DIR_TAG]}`."
+    )
+
+
 def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     """Start the MLflow run (or reopen the resumed one); returns the tracker and the last
     step already logged (a resumed run logs only after it)."""
     from omegaconf import OmegaConf
 
-    from rlplat.tracking import RUN_DIR_TAG, Tracker, flatten
+    from rlplat.tracking import Tracker, flatten
 
     tracking = built.tracking
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
@@ -168,6 +179,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
         return tracker, tracker.last_step("time/fps")
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
     name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
+    tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
     run_id = tracker.start(name, flatten(built.config), tags)
     record = {"run_id": run_id, "tracking_uri": tracking.uri, "experiment_id": tracker.experiment_id}
     (spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")

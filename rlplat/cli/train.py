@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import filter_overrides
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -29,6 +30,7 @@ from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
 from rlplat.registry import ConfigError, PluginError
+from rlplat.tags import OVERRIDES_TAG
 
 
 def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
@@ -79,6 +81,8 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     from rlplat.tracking import run_tags
 
     tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
+    overrides = filter_overrides(list(HydraConfig.get().overrides.task))
+    tags[OVERRIDES_TAG] = " ".join(map(unroute, overrides))  # what rlplat-compare groups runs by
     parent = active_parent()
     if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
         uri = str(cfg.tracking.uri)

@@ -11,7 +11,9 @@ that in MLflow:
   the job's overrides). Hydra pickles its callbacks along with each job, so the parent's id
   reaches jobs in worker processes and on remote Ray or Slurm workers alike;
 * when every job has returned, it prints the jobs sorted by ``trainer.objective``, logs
-  the same table on the parent run and ends the parent FINISHED; a sweep that stops with an
+  the same table on the parent run, compares the groups of jobs that differ only in their
+  seed (:mod:`rlplat.report`: IQM with confidence intervals, plots, logged on the parent
+  run and written to ``<sweep dir>/report/``) and ends the parent FINISHED; a sweep that stops with an
   error (Hydra's basic sweeper stops at the first failed job) leaves its parent FAILED.
 
 The tag names, :class:`ParentRun` and the active-parent helpers are defined in
@@ -25,6 +27,7 @@ import atexit
 import math
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -47,6 +50,7 @@ from rlplat.sweep.runs import (
     set_active_parent,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
+from rlplat.tags import DESCRIPTION_TAG
 
 __all__ = [
     "JOB_TAG",
@@ -60,6 +64,8 @@ __all__ = [
     "child_tags",
     "log_to_active_parent",
 ]
+
+MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"
 
 
 def _end_if_abandoned() -> None:
@@ -89,8 +95,10 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
         "rlplat.sweeper": str(choices.get("hydra/sweeper")),
         "rlplat.launcher": str(choices.get("hydra/launcher")),
     }
-    params = {"sweep.overrides": " ".join(map(unroute, hydra_cfg.overrides.task)), "sweep.dir": sweep_dir}
-    name = tracking.run_name or f"sweep-{sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"
+    overrides = " ".join(map(unroute, hydra_cfg.overrides.task))
+    params = {"sweep.overrides": overrides, "sweep.dir": sweep_dir}
+    name = tracking.run_name or f"sweep {overrides or sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_NAME]
+    tags[DESCRIPTION_TAG] = f"Sweep `{tags['command']}` in `{sweep_dir}`: its report replaces this line when it ends."
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     run_id = tracker.start(name, params, tags)
     return ParentRun(tracking.uri, tracker.experiment_id, run_id)
@@ -131,6 +139,7 @@ class MlflowSweep(Callback):
         rows = job_rows(client, self.parent, self.objective)
         print_job_table(rows, self.objective, str(config.hydra.sweep.dir))
         client.log_text(self.parent.run_id, jobs_csv(rows, self.objective), "jobs.csv")
+        self._report(Path(str(config.hydra.sweep.dir)))
         failed = sum(r.status == "FAILED" for r in rows)
         metrics: dict[str, float] = {"sweep/jobs": len(rows), "sweep/jobs_failed": failed}
         tags = {}
@@ -142,6 +151,17 @@ class MlflowSweep(Callback):
         client.set_terminated(self.parent.run_id, status="FINISHED")  # failed jobs are counted above
         self.parent = None
         set_active_parent(None)
+
+    def _report(self, sweep_dir: Path) -> None:
+        """Compare the sweep's groups of jobs (every override but the seed) on the objective:
+        printed, written into ``<sweep_dir>/report``, logged on the parent run (:mod:`rlplat.report`)."""
+        from rlplat.report.report import ARTIFACT_DIR, report_runs
+
+        assert self.parent is not None
+        try:
+            report_runs(self.parent.uri, [self.parent.run_id], metric=self.objective, out=sweep_dir / ARTIFACT_DIR)
+        except ConfigError as error:  # e.g. no job finished: the job table says why
+            print(f"rlplat-train: no report: {error}", file=sys.stderr)
 
     # job process (possibly a worker, or a remote machine) --------------------------------
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:

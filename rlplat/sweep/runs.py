@@ -1,8 +1,7 @@
 """How a sweep is recorded in MLflow: tag names, the parent run, and this process's active parent.
 
 A multirun has one parent run; each job's run is its child, tagged with :func:`child_tags`.
-The sweeper, the job table and the callback all read and write these tags, so they are
-defined once, here, below all of them. MLflow itself is imported only when something is
+The tag names are those of :mod:`rlplat.tags`. MLflow itself is imported only when something is
 logged.
 """
 
@@ -16,12 +15,20 @@ from hydra.conf import HydraConf
 from hydra.core.utils import filter_overrides
 
 from rlplat.hydra_ext.overrides import unroute
+from rlplat.tags import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
 
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag: the UI shows children under parents
-SWEEP_TAG = "rlplat.sweep"  # on parent and children: the sweep's output directory
-OVERRIDES_TAG = "rlplat.overrides"  # on a child: the job's overrides as typed, space-separated
-JOB_TAG = "rlplat.job"  # on a child: the job's number in the sweep
-PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
+__all__ = [
+    "JOB_TAG",
+    "OVERRIDES_TAG",
+    "PARENT_TAG",
+    "PRUNED_TAG",
+    "SWEEP_TAG",
+    "ParentRun",
+    "active_parent",
+    "child_tags",
+    "log_to_active_parent",
+    "set_active_parent",
+]
 
 
 @dataclass(frozen=True)

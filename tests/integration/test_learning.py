@@ -13,21 +13,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 PAIRS = [
-    ("ppo:cartpole", 3),
-    ("ppo:pendulum", 2),
-    ("reinforce:cartpole", 2),
-    ("a2c:cartpole", 2),
-    ("ppo_kl:pendulum", 2),
-    ("dqn:cartpole", 2),
-    ("ddpg:pendulum", 2),
-    ("td3:pendulum", 2),
-    ("sac:pendulum", 2),
+    "ppo:cartpole",
+    "ppo:pendulum",
+    "reinforce:cartpole",
+    "a2c:cartpole",
+    "ppo_kl:pendulum",
+    "dqn:cartpole",
+    "ddpg:pendulum",
+    "td3:pendulum",
+    "sac:pendulum",
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pair,needed", PAIRS)
-def test_preset_learns_within_its_budget(pair, needed, tmp_path):
+@pytest.mark.parametrize("pair", PAIRS)
+def test_preset_learns_on_4_of_5_seeds(pair, tmp_path):
+    """The pair passes as the README's table counts it: IQM over 5 seeds above the threshold,
+    and at least 4 of the 5 seeds above it too."""
     out = tmp_path / "results.json"
     subprocess.run(
         [
@@ -43,8 +45,9 @@ def test_preset_learns_within_its_budget(pair, needed, tmp_path):
             str(out),
         ],
         check=False,
-        timeout=900,
+        timeout=3600,
     )
     results = json.loads(out.read_text())
-    assert len(results) == 3
-    assert sum(r["passed"] for r in results) >= needed, results
+    [summary] = results["pairs"]
+    assert summary["seeds"] == 5
+    assert summary["passed"], summary

@@ -1,0 +1,13 @@
+"""Names of the MLflow tags rlplat writes on runs and reads back (sweeps, reports, resume).
+
+Declared once, below every package that uses them, so that the sweep glue, the report and
+the command-line tools agree without importing each other (or MLflow).
+"""
+
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag: the UI shows children under parents
+DESCRIPTION_TAG = "mlflow.note.content"  # MLflow's run description, shown as Markdown on the run's page
+SWEEP_TAG = "rlplat.sweep"  # on parent and children: the sweep's output directory
+OVERRIDES_TAG = "rlplat.overrides"  # on every run: its overrides as typed, space-separated
+JOB_TAG = "rlplat.job"  # on a child: the job's number in the sweep
+PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
+RUN_DIR_TAG = "rlplat.run_dir"  # on every run: its absolute run directory (Hydra's output directory)
