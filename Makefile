@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e '.[test,lint,video,slurm,ray]'
+	$(BIN)/pip install --quiet -e '.[test,lint,video,slurm,ray,tensorboard]'
 	touch $(STAMP)
 
 install: $(STAMP)  ## create the virtualenv and install rlplat (editable) with test tools

@@ -33,6 +33,7 @@ from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
 from rlplat.envs.probe import env_spaces  # the env probe rlplat-train's pre-check runs too
 from rlplat.envs.vector import VectorEnv
+from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
 from rlplat.networks.base import NetworkFactory
 from rlplat.optim import Optimizers, make_optimizers
@@ -102,6 +103,7 @@ def build(cfg: DictConfig) -> Build:
     config = resolve(cfg)
     trainer = TrainerConfig.from_node(config["trainer"])
     tracking = TrackingConfig.from_node(config["tracking"])
+    check_loggers(tracking.also)
     checkpoint = CheckpointConfig.from_node(config["checkpoint"])
     seed = check_seed(config["seed"])
     torch.set_num_threads(trainer.num_threads)

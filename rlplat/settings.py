@@ -108,9 +108,13 @@ class CheckpointConfig(_Node):
             raise ConfigError(f"checkpoint.save_buffer={self.save_buffer!r}: must be true or false")
 
 
+LOGGERS = ("csv", "tensorboard")
+"""Loggers beside MLflow (``tracking.also``): files under the run directory (:mod:`rlplat.loggers`)."""
+
+
 @dataclass(frozen=True)
 class TrackingConfig(_Node):
-    """The ``tracking`` node: where the run is recorded."""
+    """The ``tracking`` node: where the run is recorded, and the loggers beside MLflow."""
 
     NODE = "tracking"
     enabled: bool
@@ -118,8 +122,16 @@ class TrackingConfig(_Node):
     artifact_location: str | None
     experiment: str
     run_name: str | None
+    also: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        also = self.also
+        if isinstance(also, str) or not isinstance(also, list | tuple):
+            raise ConfigError(f"tracking.also={also!r}: must be a list of {', '.join(LOGGERS)}, e.g. [csv]")
+        for name in also:
+            if name not in LOGGERS:
+                raise ConfigError(f"tracking.also={list(also)!r}: {name!r} is no logger; valid: {', '.join(LOGGERS)}")
+        object.__setattr__(self, "also", tuple(dict.fromkeys(also)))
         if not isinstance(self.enabled, bool):
             raise ConfigError(f"tracking.enabled={self.enabled!r}: must be true or false")
         if self.enabled and not (isinstance(self.uri, str) and self.uri):

@@ -93,10 +93,17 @@ def run_training(built: Build, spec: RunSpec) -> float:
             if built.tracking.enabled:
                 summary = _recorded_fit(built, spec, callbacks, stop)
             else:
-                trainer = Trainer(built.parts, built.trainer, spec.output_dir, callbacks, built.checkpoint, stop)
-                if spec.state is not None:
-                    trainer.load_state_dict(spec.state)
-                summary = trainer.fit()
+                loggers = _start_loggers(built, spec, after_step=None, startup=_startup_seconds(spec))
+                try:
+                    trainer = Trainer(
+                        built.parts, built.trainer, spec.output_dir, [*callbacks, *loggers], built.checkpoint, stop
+                    )
+                    if spec.state is not None:
+                        trainer.load_state_dict(spec.state)
+                    summary = trainer.fit()
+                finally:
+                    for logger in loggers:
+                        logger.close()
     except (Interrupted, KeyboardInterrupt) as error:
         _exit_interrupted(error, spec)
     display.summary(
@@ -128,13 +135,17 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
 
     tracker, after_step = _open_run(built, spec)
     status = "FAILED"
+    loggers: list[Any] = []
     try:
         from rlplat.tracking import TrackerCallback
 
-        if spec.job_start is not None:
-            tracker.log_metrics({"time/startup_s": time.time() - spec.job_start}, step=0)
+        startup = _startup_seconds(spec)
+        loggers = _start_loggers(built, spec, after_step, startup)
+        if startup is not None:
+            tracker.log_metrics({"time/startup_s": startup}, step=0)
         recorder = TrackerCallback(tracker, after_step=after_step)
-        trainer = Trainer(built.parts, built.trainer, spec.output_dir, [recorder, *callbacks], built.checkpoint, stop)
+        sinks = [recorder, *loggers, *callbacks]
+        trainer = Trainer(built.parts, built.trainer, spec.output_dir, sinks, built.checkpoint, stop)
         if spec.state is not None:
             trainer.load_state_dict(spec.state)
         summary = trainer.fit()
@@ -151,7 +162,30 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
             status = "KILLED"
         raise
     finally:
+        from rlplat.loggers import logged_paths
+
+        for logger in loggers:
+            logger.close()
+        for path, folder in logged_paths(loggers):
+            tracker.log_artifact(path, folder)
         tracker.end(status)
+
+
+def _startup_seconds(spec: RunSpec) -> float | None:
+    """Seconds from the job's start to now (``time/startup_s``); None when unknown."""
+    return None if spec.job_start is None else time.time() - spec.job_start
+
+
+def _start_loggers(built: Build, spec: RunSpec, after_step: int | None, startup: float | None) -> list[Any]:
+    """The loggers of ``tracking.also`` in the run directory, given the job's start-up time
+    (``time/startup_s`` at step 0, as MLflow gets it)."""
+    from rlplat.loggers import make_loggers
+
+    loggers = make_loggers(built.tracking.also, spec.output_dir, after_step)
+    if startup is not None:
+        for logger in loggers:
+            logger.on_log({"time/startup_s": startup}, 0)
+    return loggers
 
 
 def _description(built: Build, tags: dict[str, str]) -> str:

@@ -96,6 +96,8 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
             tags.update(child_tags(parent, HydraConfig.get()))
     if reporter is not None:
         tags["optuna.trial"] = str(reporter.number)
+        if reporter.seeds > 1:
+            tags["optuna.seed_index"] = str(reporter.seed_index)
     return tags
 
 

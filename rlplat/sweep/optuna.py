@@ -19,6 +19,14 @@ the storage (by default a journal file in the sweep directory; give ``storage`` 
 for workers on other machines). A pruned job's MLflow run ends KILLED with tag
 ``rlplat.pruned=true``.
 
+Seed-robust tuning: with ``hydra.sweeper.seeds_per_trial=k`` each trial runs as k jobs on
+seeds ``seed``, ``seed + 1``, ..., launched together (in parallel where the launcher runs
+jobs in parallel), each job's MLflow run tagged ``optuna.trial`` and ``optuna.seed_index``.
+The trial's value is the ``seed_aggregate`` (mean, median or IQM) of the k jobs' values,
+and it is pruned on the mean of the seeds' intermediate values (see
+:mod:`rlplat.sweep.reporter`); a trial with a failed job fails, one with a pruned job is
+pruned.
+
 Search space (``hydra.sweeper.params``), in Hydra's override grammar:
 
 * ``interval(1e-4, 1e-2)``: float uniform; ``tag(log, interval(...))`` log-uniform;
@@ -39,10 +47,12 @@ import io
 import logging
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import numpy as np
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import (
     ChoiceSweep,
@@ -63,6 +73,9 @@ log = logging.getLogger(__name__)
 ENV_STORAGE = "RLPLAT_OPTUNA_STORAGE"  # the study's storage: an RDB URL or a journal file path
 ENV_STUDY = "RLPLAT_OPTUNA_STUDY"  # the study's name
 ENV_TRIAL_NUMBER = "RLPLAT_OPTUNA_TRIAL"  # the trial's number in the study
+ENV_SEED_INDEX = "RLPLAT_OPTUNA_SEED_INDEX"  # which of the trial's seeds this job runs: 0 .. seeds_per_trial - 1
+ENV_SEEDS = "RLPLAT_OPTUNA_SEEDS"  # the trial's seeds_per_trial
+SEED_AGGREGATES = ("mean", "median", "iqm")
 PRUNER_ATTR = "rlplat.pruner"  # study user attribute: the pruner config, so jobs build the same
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "successive_halving", "none")
@@ -99,6 +112,8 @@ class RlplatOptunaSweeperConf:
     storage: str | None = None  # RDB URL (sqlite:///..., postgresql://...); null: a journal file in the sweep dir
     n_trials: int = 20  # trials in all
     n_jobs: int = 1  # trials launched at once, as one batch of the launcher
+    seeds_per_trial: int = 1  # jobs per trial, on seeds seed, seed + 1, ...; the trial's value aggregates theirs
+    seed_aggregate: str = "mean"  # how a trial's value is made from its seeds' values: mean, median or iqm
     sampler: SamplerConf = field(default_factory=SamplerConf)
     pruner: PrunerConf = field(default_factory=PrunerConf)
     params: dict[str, str] = field(default_factory=dict)  # config key -> search space (see module doc)
@@ -223,6 +238,8 @@ class OptunaSearch:
         storage: str | None,
         n_trials: int,
         n_jobs: int,
+        seeds_per_trial: int = 1,
+        seed_aggregate: str = "mean",
         sampler: DictConfig | dict[str, Any],
         pruner: DictConfig | dict[str, Any],
         params: DictConfig | dict[str, str] | None,
@@ -232,6 +249,8 @@ class OptunaSearch:
         self.storage = storage
         self.n_trials = n_trials
         self.n_jobs = n_jobs
+        self.seeds_per_trial = seeds_per_trial
+        self.seed_aggregate = seed_aggregate
         self.sampler_conf = _config_dict(sampler)
         self.pruner_conf = _config_dict(pruner)
         self.params = _config_dict(params)
@@ -248,9 +267,14 @@ class OptunaSearch:
         """Check direction, counts, and that every ``params`` key exists in ``config``."""
         if self.direction not in ("maximize", "minimize"):
             raise ConfigError(f"hydra.sweeper.direction={self.direction!r}: valid: maximize, minimize")
-        for key, value in (("n_trials", self.n_trials), ("n_jobs", self.n_jobs)):
+        counts = {"n_trials": self.n_trials, "n_jobs": self.n_jobs, "seeds_per_trial": self.seeds_per_trial}
+        for key, value in counts.items():
             if value < 1:
                 raise ConfigError(f"hydra.sweeper.{key}={value}: must be >= 1")
+        if self.seed_aggregate not in SEED_AGGREGATES:
+            raise ConfigError(
+                f"hydra.sweeper.seed_aggregate={self.seed_aggregate!r}: valid: {', '.join(SEED_AGGREGATES)}"
+            )
         if not self.params:
             raise ConfigError("hydra.sweeper.params is empty: give at least one key -> search space")
         for key in self.params:
@@ -279,6 +303,11 @@ class OptunaSearch:
         """
         self._check(config)
         space, fixed = self._search_space(arguments)
+        if self.seeds_per_trial > 1 and "seed" in space:
+            raise ConfigError(
+                f"hydra.sweeper.seeds_per_trial={self.seeds_per_trial} runs each trial on its own seeds: "
+                "take seed out of the search space (a fixed seed=N sets the first one)"
+            )
         return space, fixed, make_sampler(self.sampler_conf), make_pruner(self.pruner_conf)
 
     def _search_space(self, arguments: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -312,15 +341,33 @@ class OptunaSearch:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)
         study, storage_spec = self._open_study(sampler, pruner)
-        launched = 0
+        seeds = self._seeds(fixed)
+        if len(seeds) > 1:
+            fixed = [o for o in fixed if o.split("=", 1)[0].lstrip("+~") != "seed"]
+        launched = jobs = 0
         while launched < self.n_trials:
             trials = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - launched))]
-            batch = [self._job_overrides(fixed, trial, storage_spec, study.study_name) for trial in trials]
-            returns = self.launcher.launch(batch, initial_job_idx=launched)
-            for trial, ret in zip(trials, returns):
-                self._tell(study, trial, ret)
+            batch = [
+                self._job_overrides(fixed, trial, storage_spec, study.study_name, seeds, index)
+                for trial in trials
+                for index in range(len(seeds))
+            ]
+            returns = self.launcher.launch(batch, initial_job_idx=jobs)
+            for n, trial in enumerate(trials):
+                self._tell(study, trial, returns[n * len(seeds) : (n + 1) * len(seeds)])
             launched += len(trials)
+            jobs += len(batch)
         return self._finish(study)
+
+    def _seeds(self, fixed: list[str]) -> list[int]:
+        """The seeds of each trial's jobs: ``seeds_per_trial`` of them, counting up from the
+        config's seed (or a fixed ``seed=N`` override). With one, the job keeps its own seed."""
+        base = int(self.config.seed)
+        for override in fixed:
+            key, _, value = override.partition("=")
+            if key.lstrip("+~") == "seed" and value.lstrip("-").isdigit():
+                base = int(value)
+        return [base + i for i in range(self.seeds_per_trial)]
 
     def _open_study(self, sampler: Any, pruner: Any) -> tuple[Any, str]:
         """Create (or load) the study in its storage; returns it and the storage's spec."""
@@ -343,29 +390,42 @@ class OptunaSearch:
         return study, storage_spec
 
     @staticmethod
-    def _job_overrides(fixed: list[str], trial: Any, storage_spec: str, study_name: str) -> list[str]:
-        """One trial's job: the fixed overrides, the trial's params, and where its study is."""
+    def _job_overrides(
+        fixed: list[str], trial: Any, storage_spec: str, study_name: str, seeds: list[int], index: int
+    ) -> list[str]:
+        """A trial's job on its ``index``-th seed: the fixed overrides, the trial's params, the
+        seed (when the trial has several), and where its study is."""
         chosen = [f"{key}={value}" for key, value in trial.params.items()]
+        if len(seeds) > 1:
+            chosen.append(f"seed={seeds[index]}")
         return [
             *route([*fixed, *chosen]),
             env_set_override(ENV_STORAGE, storage_spec),
             env_set_override(ENV_STUDY, study_name),
             env_set_override(ENV_TRIAL_NUMBER, trial.number),
+            env_set_override(ENV_SEED_INDEX, index),
+            env_set_override(ENV_SEEDS, len(seeds)),
         ]
 
-    @staticmethod
-    def _tell(study: Any, trial: Any, ret: JobReturn) -> None:
-        """Tell the study a job's outcome: its value, PRUNED, or FAIL (logged)."""
+    def _tell(self, study: Any, trial: Any, returns: Sequence[JobReturn]) -> None:
+        """Tell the study a trial's outcome from its jobs (one per seed): the aggregate of
+        their values; PRUNED when any was pruned; FAIL (logged) when any failed."""
         import optuna
 
-        value, error = job_outcome(ret)
-        if error is None:
-            study.tell(trial, float(value))
-        elif isinstance(error, optuna.TrialPruned):  # the job's own exception
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:
+        outcomes = [job_outcome(ret) for ret in returns]
+        errors = [error for _, error in outcomes if error is not None]
+        failed = [e for e in errors if not isinstance(e, optuna.TrialPruned)]
+        if failed:
+            error = failed[0]
             log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        elif errors:  # a job's own optuna.TrialPruned
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            values = [float(value) for value, _ in outcomes]
+            if len(values) > 1:
+                trial.set_user_attr("seed_values", values)
+            study.tell(trial, aggregate_seeds(values, self.seed_aggregate))
 
     def _finish(self, study: Any) -> dict[str, Any]:
         """Print and save the best trial, and log it on the sweep's parent run."""
@@ -378,11 +438,19 @@ class OptunaSearch:
         if not any(s == optuna.trial.TrialState.COMPLETE for s in states):
             raise RuntimeError(f"Optuna study {study.study_name!r}: no trial completed ({summary})")
         best = study.best_trial
-        results = {"best_value": best.value, "best_params": best.params, "best_trial": best.number, "trials": counts}
+        results = {
+            "best_value": best.value,
+            "best_params": best.params,
+            "best_trial": best.number,
+            "trials": counts,
+            "seeds_per_trial": self.seeds_per_trial,
+            "seed_aggregate": self.seed_aggregate,
+        }
         OmegaConf.save(OmegaConf.create(results), self.sweep_dir / "optimization_results.yaml")
         console = Console(soft_wrap=True)
         console.print(f"[bold]Optuna[/bold]: {len(study.trials)} trials ({summary})")
-        console.print(f"best trial {best.number}: {self.direction} objective = {best.value:.2f}")
+        over = f" ({self.seed_aggregate} of {self.seeds_per_trial} seeds)" if self.seeds_per_trial > 1 else ""
+        console.print(f"best trial {best.number}: {self.direction} objective{over} = {best.value:.2f}")
         for key, value in best.params.items():
             console.print(f"  {key}={value}")
         log_to_active_parent(
@@ -392,6 +460,24 @@ class OptunaSearch:
             artifact=self.sweep_dir / "optimization_results.yaml",
         )
         return results
+
+
+def aggregate_seeds(values: Sequence[float], how: str) -> float:
+    """A trial's value from its seeds' values: their mean, median, or interquartile mean
+    (:func:`rlplat.report.stats.iqm`).
+
+    Raises:
+        ConfigError: for an unknown ``how``.
+    """
+    if how == "mean":
+        return float(np.mean(values))
+    if how == "median":
+        return float(np.median(values))
+    if how == "iqm":
+        from rlplat.report.stats import iqm
+
+        return float(iqm(values))
+    raise ConfigError(f"hydra.sweeper.seed_aggregate={how!r}: valid: {', '.join(SEED_AGGREGATES)}")
 
 
 def check_sweeper(config: DictConfig) -> None:

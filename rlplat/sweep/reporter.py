@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.sweep.optuna import (
+    ENV_SEED_INDEX,
+    ENV_SEEDS,
     ENV_STORAGE,
     ENV_STUDY,
     ENV_TRIAL_NUMBER,
@@ -45,17 +47,35 @@ class TrialReporter:
     A trainer callback (the hooks of :class:`rlplat.trainer.Callback`, without importing the
     trainer): :meth:`on_evaluation` reports, and raises ``optuna.TrialPruned`` to stop training.
 
+    A trial run on several seeds (``hydra.sweeper.seeds_per_trial``) has one job per seed,
+    each with its own reporter. Each records its value at each step as a user attribute of
+    the trial (``seed<index>@<frames>``); the job that finds every seed's value at a step
+    reports their mean as the trial's intermediate value there (two jobs may both find it
+    and report the same mean). Every job then asks the pruner, which judges the trial at its
+    last reported step, so a job that runs ahead of the others stops at its next evaluation
+    after the trial is pruned. Seeds run one after another (a serial launcher) are judged
+    only while the last of them runs, when every step has all its values.
+
     Args:
         objective: Metric reported as the intermediate value (``trainer.objective``).
         storage: The study's storage: an RDB URL or a journal file path.
         study_name: The study's name.
         number: The trial's number in the study.
+        seed_index: Which of the trial's seeds this job runs.
+        seeds: How many seeds the trial runs (``seeds_per_trial``).
     """
 
-    def __init__(self, objective: str, *, storage: str, study_name: str, number: int) -> None:
-        self.trial = _attach_trial(open_storage(storage), study_name, number)
+    def __init__(
+        self, objective: str, *, storage: str, study_name: str, number: int, seed_index: int = 0, seeds: int = 1
+    ) -> None:
+        self.storage = open_storage(storage)
+        self.trial = _attach_trial(self.storage, study_name, number)
+        study_id = self.storage.get_study_id_from_name(study_name)
+        self.trial_id = self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
         self.objective = objective
         self.number = number
+        self.seed_index = seed_index
+        self.seeds = seeds
 
     @classmethod
     def from_environment(cls, objective: str) -> TrialReporter | None:
@@ -71,6 +91,8 @@ class TrialReporter:
             storage=os.environ[ENV_STORAGE],
             study_name=os.environ[ENV_STUDY],
             number=int(os.environ[ENV_TRIAL_NUMBER]),
+            seed_index=int(os.environ.get(ENV_SEED_INDEX, "0")),
+            seeds=int(os.environ.get(ENV_SEEDS, "1")),
         )
 
     @staticmethod
@@ -94,10 +116,30 @@ class TrialReporter:
 
         if self.objective not in metrics:
             return
-        value = metrics[self.objective]
-        self.trial.report(value, step=frames)
-        if self.trial.should_prune():
+        value = float(metrics[self.objective])
+        if self.seeds == 1:
+            self.trial.report(value, step=frames)
+            prune = self.trial.should_prune()
+        else:
+            prune = self._report_mean_of_seeds(value, frames)
+        if prune:
             raise optuna.TrialPruned(f"trial {self.number} pruned at {frames} frames ({self.objective} {value:.2f})")
+
+    def _report_mean_of_seeds(self, value: float, frames: int) -> bool:
+        """Record this seed's value at ``frames``; report the seeds' mean once all have one.
+
+        Returns:
+            Whether the pruner stops the trial, judged on the trial as the storage has it now
+            (``Trial.should_prune`` would judge only the values this process reported).
+        """
+        self.trial.set_user_attr(f"seed{self.seed_index}@{frames}", value)
+        latest = self.storage.get_trial(self.trial_id)
+        values = [latest.user_attrs.get(f"seed{i}@{frames}") for i in range(self.seeds)]
+        if all(v is not None for v in values) and frames not in latest.intermediate_values:
+            self.storage.set_trial_intermediate_value(self.trial_id, frames, sum(values) / self.seeds)
+            latest = self.storage.get_trial(self.trial_id)
+        study = self.trial.study
+        return bool(latest.intermediate_values) and bool(study.pruner.prune(study, latest))
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Trainer hook after each evaluation: :meth:`__call__`."""

@@ -43,8 +43,9 @@ def sweep_runs(uri: str, experiment: str = "rlplat"):
 
 
 def table_values(stdout: str) -> list[float]:
-    """The objective column of the printed job table, top to bottom."""
-    rows = [line.split("│") for line in stdout.splitlines() if line.startswith("│")]
+    """The objective column of the printed job table (printed before the report), top to bottom."""
+    table = stdout.split("rlplat report:", 1)[0]
+    rows = [line.split("│") for line in table.splitlines() if line.startswith("│")]
     return [float(cells[4]) for cells in rows if cells[4].strip() not in ("", "-")]
 
 
@@ -367,6 +368,84 @@ def test_reporter_reports_to_the_sweepers_trial_and_raises_when_pruned(tmp_path,
     with pytest.raises(optuna.TrialPruned, match="trial 1 pruned at 100 frames") as error:
         reporter.on_evaluation({"eval/return_mean": 1.0}, 100)  # below the median of trial 0
     assert reporter.pruned(error.value) and not reporter.pruned(RuntimeError("boom"))
+
+
+def test_a_trial_on_several_seeds_is_pruned_on_the_mean_of_their_values(tmp_path):
+    """Two jobs of one trial (seeds_per_trial=2): the mean is reported once both have a value
+    at a step, and both jobs stop once the trial is pruned."""
+    import optuna
+
+    from rlplat.sweep.optuna import PRUNER_ATTR, open_storage
+    from rlplat.sweep.reporter import TrialReporter
+
+    spec = str(tmp_path / "optuna.journal")
+    pruner = {"name": "median", "n_startup_trials": 1, "n_warmup_steps": 0, "interval_steps": 1}
+    study = optuna.create_study(study_name="s", storage=open_storage(spec), direction="maximize")
+    study.set_user_attr(PRUNER_ATTR, pruner)
+    first = study.ask()
+    first.report(10.0, step=100)
+    study.tell(first, 10.0)
+
+    second = study.ask()
+    seeds = [TrialReporter("eval/return_mean", storage=spec, study_name="s", number=1, seed_index=i, seeds=2)
+             for i in range(2)]  # fmt: skip
+    seeds[0].on_evaluation({"eval/return_mean": 4.0}, 100)  # alone at step 100: nothing to judge yet
+    assert study.trials[1].intermediate_values == {}
+    with pytest.raises(optuna.TrialPruned, match="trial 1 pruned at 100 frames"):
+        seeds[1].on_evaluation({"eval/return_mean": 8.0}, 100)  # mean 6 < median 10
+    assert study.trials[1].intermediate_values == {100: 6.0}
+    assert study.trials[1].user_attrs == {"seed0@100": 4.0, "seed1@100": 8.0}
+    with pytest.raises(optuna.TrialPruned):  # the job ahead stops at its next evaluation
+        seeds[0].on_evaluation({"eval/return_mean": 50.0}, 200)
+    assert second.number == 1
+
+
+def test_optuna_trials_on_several_seeds_record_a_child_run_per_seed_and_their_mean(tmp_path, store):
+    import optuna
+
+    from rlplat.sweep.optuna import open_storage
+
+    result = cli(
+        "rlplat-train", "-m", "+sweep=ppo_pendulum_hpo", "hydra/launcher=basic", "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.seeds_per_trial=3", "hydra.sweeper.pruner.name=none", "seed=10", f"tracking.uri={store}",
+        "trainer.total_frames=512", "trainer.eval_every_frames=256", "trainer.eval_episodes=2",
+        "collector.steps_per_env=64", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    client, parent, children = sweep_runs(store)
+    assert len(children) == 6 and {c.info.status for c in children} == {"FINISHED"}
+    by_trial: dict[str, list] = {}
+    for child in children:
+        by_trial.setdefault(child.data.tags["optuna.trial"], []).append(child)
+    assert sorted(by_trial) == ["0", "1"]
+    [journal] = (tmp_path / "outputs" / "multirun").rglob("optuna.journal")
+    study = optuna.load_study(study_name=journal.parent.name, storage=open_storage(str(journal)))
+    for number, runs in by_trial.items():
+        assert sorted(r.data.tags["optuna.seed_index"] for r in runs) == ["0", "1", "2"]
+        assert sorted(r.data.tags["seed"] for r in runs) == ["10", "11", "12"]
+        assert len({r.data.params["optim.lr"] for r in runs}) == 1  # one trial, one set of params
+        mean = sum(r.data.metrics["eval/return_mean"] for r in runs) / 3
+        assert study.trials[int(number)].value == pytest.approx(mean, rel=1e-9)
+    results = yaml.safe_load(next(journal.parent.glob("optimization_results.yaml")).read_text())
+    assert results["seeds_per_trial"] == 3 and results["seed_aggregate"] == "mean"
+    assert "(mean of 3 seeds)" in result.stdout
+    # the report on the parent groups each trial's seeds
+    assert parent.data.tags["mlflow.note.content"].count(" | 3 | ") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["hydra.sweeper.seeds_per_trial=0"], "hydra.sweeper.seeds_per_trial=0: must be >= 1"),
+        (["hydra.sweeper.seed_aggregate=max"], "hydra.sweeper.seed_aggregate='max': valid: mean, median, iqm"),
+        (["hydra.sweeper.seeds_per_trial=2", "seed=0,1"], "take seed out of the search space"),
+    ],
+)
+def test_bad_seeds_per_trial_settings_exit_2_with_one_line(args, needle, tmp_path, store):
+    result = cli("rlplat-train", "-m", "+sweep=ppo_pendulum_hpo", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
 
 
 def test_no_reporter_outside_an_optuna_sweep(monkeypatch):
