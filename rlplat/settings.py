@@ -18,7 +18,21 @@ from rlplat.registry import ConfigError, check_kwargs
 
 DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
-FINAL_METRICS = ("eval/return_mean", "eval/return_std", "rollout/return_mean", "time/fps")
+FINAL_METRICS = (
+    "eval/return_mean",
+    "eval/return_std",
+    "eval/return_min",
+    "eval/return_max",
+    "eval/episode_length",
+    "rollout/return_mean",
+    "rollout/return_std",
+    "rollout/return_min",
+    "rollout/return_max",
+    "rollout/episode_length",
+    "time/fps",
+)
+"""The metrics a run ends with (their last values): the end-of-run table, and what
+``trainer.objective`` may name."""
 NONFINITE = ("raise", "skip_update")
 
 Settings = TypeVar("Settings", bound="_Node")

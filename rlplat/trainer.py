@@ -89,6 +89,20 @@ class Callback(Protocol):
 
 
 @torch.inference_mode()
+def episode_statistics(prefix: str, episodes: Sequence[Episode]) -> dict[str, float]:
+    """``<prefix>/return_mean``, ``_std``, ``_min``, ``_max`` (raw undiscounted returns),
+    ``<prefix>/episode_length`` (mean, steps) and ``<prefix>/episodes`` (count)."""
+    returns = np.array([e.return_ for e in episodes], dtype=np.float64)
+    return {
+        f"{prefix}/return_mean": float(returns.mean()),
+        f"{prefix}/return_std": float(returns.std()),
+        f"{prefix}/return_min": float(returns.min()),
+        f"{prefix}/return_max": float(returns.max()),
+        f"{prefix}/episode_length": float(np.mean([e.length for e in episodes])),
+        f"{prefix}/episodes": float(len(episodes)),
+    }
+
+
 def evaluate_policy(
     policy: Policy, env: VectorEnvLike, device: torch.device, seed: int, deterministic: bool = True
 ) -> list[Episode]:
@@ -329,30 +343,26 @@ class Trainer:
         episodes = self.parts.collector.pop_finished()
         if not episodes:
             return {}
-        return {
-            "rollout/return_mean": float(np.mean([e.return_ for e in episodes])),
-            "rollout/episode_length": float(np.mean([e.length for e in episodes])),
-            "rollout/episodes": len(episodes),
-        }
+        return episode_statistics("rollout", episodes)
 
-    def evaluate(self) -> tuple[float, float, int]:
+    def evaluate(self) -> dict[str, float]:
         """Run the deterministic policy for one episode on each of the ``eval_episodes``
         evaluation envs (seeded ``seed + 10000 + i``, statistics of the transforms frozen).
 
         Returns:
-            ``(mean, std, episodes)`` of the undiscounted raw episode returns.
+            ``eval/return_mean``, ``_std``, ``_min``, ``_max`` of the undiscounted raw episode
+            returns, ``eval/episode_length`` (mean, steps) and ``eval/episodes``.
         """
         parts = self.parts
         episodes = evaluate_policy(parts.loss.policy, parts.eval_env, parts.device, parts.seed + EVAL_SEED_OFFSET)
-        values = np.array([e.return_ for e in episodes])
-        return float(values.mean()), float(values.std()), len(values)
+        return episode_statistics("eval", episodes)
 
     def _evaluate(self) -> dict[str, float]:
-        mean, std, episodes = self.evaluate()
-        if mean > self.progress.best_eval:
-            self.progress.best_eval = mean
+        metrics = self.evaluate()
+        if metrics["eval/return_mean"] > self.progress.best_eval:
+            self.progress.best_eval = metrics["eval/return_mean"]
             self._notify("on_checkpoint", self.files.write(self.state_dict(), BEST), True)
-        return {"eval/return_mean": mean, "eval/return_std": std, "eval/episodes": episodes}
+        return metrics
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs: networks, optimizers, transform statistics, collector
