@@ -88,7 +88,6 @@ class Callback(Protocol):
         ...
 
 
-@torch.inference_mode()
 def episode_statistics(prefix: str, episodes: Sequence[Episode]) -> dict[str, float]:
     """``<prefix>/return_mean``, ``_std``, ``_min``, ``_max`` (raw undiscounted returns),
     ``<prefix>/episode_length`` (mean, steps) and ``<prefix>/episodes`` (count)."""
@@ -103,6 +102,7 @@ def episode_statistics(prefix: str, episodes: Sequence[Episode]) -> dict[str, fl
     }
 
 
+@torch.inference_mode()
 def evaluate_policy(
     policy: Policy, env: VectorEnvLike, device: torch.device, seed: int, deterministic: bool = True
 ) -> list[Episode]:

@@ -42,7 +42,7 @@ class RunSpec:
         tags: The MLflow run's tags (a new run); unused when resuming.
         resume_run: The MLflow run to continue (resume), or None for a new run.
         state: The checkpoint to continue from (resume), or None.
-        reporter: A sweep's trial reporter (pruning), or None.
+        reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
         job_start: ``time.time()`` when the job started, for ``time/startup_s``.
         callbacks: More trainer callbacks (e.g. periodic videos).
     """
@@ -215,6 +215,8 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
     run_id = tracker.start(name, flatten(built.config), tags)
+    if spec.reporter is not None:
+        spec.reporter.link_run(run_id)
     record = {"run_id": run_id, "tracking_uri": tracking.uri, "experiment_id": tracker.experiment_id}
     (spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
     resolved = spec.output_dir / "config.yaml"

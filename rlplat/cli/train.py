@@ -30,7 +30,7 @@ from rlplat import __version__
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
 from rlplat.registry import ConfigError, PluginError
-from rlplat.tags import OVERRIDES_TAG
+from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
 
 
 def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
@@ -95,9 +95,9 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
         else:
             tags.update(child_tags(parent, HydraConfig.get()))
     if reporter is not None:
-        tags["optuna.trial"] = str(reporter.number)
+        tags[TRIAL_TAG] = str(reporter.number)
         if reporter.seeds > 1:
-            tags["optuna.seed_index"] = str(reporter.seed_index)
+            tags[SEED_INDEX_TAG] = str(reporter.seed_index)
     return tags
 
 

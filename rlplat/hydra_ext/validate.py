@@ -39,6 +39,7 @@ from rlplat.hydra_ext.compose import CONFIG_MODULE
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, register_group_options
 from rlplat.hydra_ext.overrides import unroute
 from rlplat.hydra_ext.plugins import register_hydra_plugins
+from rlplat.loggers import check_loggers
 from rlplat.registry import BUFFERS, BUILTIN_DISTRIBUTION, COLLECTORS, LOSSES, OPTIMIZERS, ConfigError, Registry
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
 
@@ -180,8 +181,9 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
 
     In order: every value has the type of the same key's default (the config composed with
     the same group choices and none of the values given); the ``trainer``, ``checkpoint`` and
-    ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the ranges of built-in
-    components' keys (:func:`check_ranges`); one probe env is built
+    ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
+    ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
+    built-in components' keys (:func:`check_ranges`); one probe env is built
     (:func:`rlplat.envs.probe.env_spaces`).
 
     Args:
@@ -199,7 +201,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     check_types(config, default_config(overrides))
     TrainerConfig.from_node(config.get("trainer", {}))
     CheckpointConfig.from_node(config.get("checkpoint", {}))
-    TrackingConfig.from_node(config.get("tracking", {}))
+    check_loggers(TrackingConfig.from_node(config.get("tracking", {})).also)
     check_seed(config.get("seed"))
     check_ranges(config)
     env_spaces(config.get("env", {}))

@@ -27,10 +27,9 @@ from typing import Any
 import numpy as np
 
 from rlplat.report.curves import RunCurve
-from rlplat.report.stats import Interval, aggregate, probability_of_improvement
+from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
 from rlplat.tags import DESCRIPTION_TAG
 
-STATISTICS = ("mean", "median", "iqm")
 ARTIFACT_DIR = "report"  # artifact folder of the report on the parent run, and folder in the sweep dir
 MAX_ALL_PAIRS = 6  # up to this many groups, every pair is compared; beyond, the best against each other
 PLOTS = ("learning_curves_frames", "learning_curves_seconds", "final_scores", "performance_profiles")
@@ -123,6 +122,33 @@ def _first_reach(curve: RunCurve, threshold: float) -> tuple[float, float] | Non
     return float(curve.frames[hits[0]]), float(curve.seconds[hits[0]])
 
 
+def _group_result(
+    group: str, members: Sequence[RunCurve], threshold: float | None, options: Mapping[str, Any]
+) -> GroupResult:
+    """One group's final scores by task, their statistics with intervals, frames, wall time,
+    and with a ``threshold`` how many runs reached it and when."""
+    scores: dict[str, list[float]] = {}
+    for curve in members:
+        scores.setdefault(curve.task, []).append(curve.final)
+    arrays = {task: np.array(values, dtype=np.float64) for task, values in scores.items()}
+    reach: dict[str, Any] = {}
+    if threshold is not None:
+        hits = [h for h in (_first_reach(c, threshold) for c in members) if h is not None]
+        reach = {
+            "reached": len(hits),
+            "frames_to_threshold": float(np.median([h[0] for h in hits])) if hits else math.nan,
+            "seconds_to_threshold": float(np.median([h[1] for h in hits])) if hits else math.nan,
+        }
+    return GroupResult(
+        group=group,
+        scores=arrays,
+        intervals={name: aggregate(arrays, name, **options) for name in STATISTICS},
+        frames=float(np.median([c.frames[-1] for c in members])),
+        wall_seconds=float(np.median([c.wall_seconds for c in members])),
+        **reach,
+    )
+
+
 def compare(
     curves: Sequence[RunCurve],
     metric: str,
@@ -155,32 +181,8 @@ def compare(
     short, shared = _short_labels(sorted({c.group for c in curves}))
     curves = [dataclasses.replace(c, group=short[c.group]) for c in curves]
     options: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
-    results = []
-    for group in dict.fromkeys(c.group for c in curves):
-        members = [c for c in curves if c.group == group]
-        scores: dict[str, list[float]] = {}
-        for curve in members:
-            scores.setdefault(curve.task, []).append(curve.final)
-        arrays = {task: np.array(values, dtype=np.float64) for task, values in scores.items()}
-        intervals = {name: aggregate(arrays, name, **options) for name in STATISTICS}
-        reach: dict[str, Any] = {}
-        if threshold is not None:
-            hits = [h for h in (_first_reach(c, threshold) for c in members) if h is not None]
-            reach = {
-                "reached": len(hits),
-                "frames_to_threshold": float(np.median([h[0] for h in hits])) if hits else math.nan,
-                "seconds_to_threshold": float(np.median([h[1] for h in hits])) if hits else math.nan,
-            }
-        results.append(
-            GroupResult(
-                group=group,
-                scores=arrays,
-                intervals=intervals,
-                frames=float(np.median([c.frames[-1] for c in members])),
-                wall_seconds=float(np.median([c.wall_seconds for c in members])),
-                **reach,
-            )
-        )
+    groups = dict.fromkeys(c.group for c in curves)
+    results = [_group_result(g, [c for c in curves if c.group == g], threshold, options) for g in groups]
     results.sort(key=lambda r: -r.intervals["iqm"].value)
     rank = {r.group: i for i, r in enumerate(results)}
     curves = sorted(curves, key=lambda c: rank[c.group])  # plots list the groups as the table does
@@ -247,14 +249,14 @@ def _caption(report: Report) -> str:
 
 
 def report_markdown(report: Report, images: Sequence[str] = ()) -> str:
-    """The report as Markdown: a heading, a caption, the group table and the improvement table.
+    """The report as Markdown: a heading, the group table, the improvement table, a caption.
 
     Args:
         report: The report.
         images: Relative paths of plots to show below the tables (none by default).
     """
     columns = _columns(report)
-    lines = [f"## rlplat report: {report.metric}", "", _caption(report) + ".", ""]
+    lines = [f"## rlplat report: {report.metric}", ""]
     lines += [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|",
@@ -264,6 +266,7 @@ def report_markdown(report: Report, images: Sequence[str] = ()) -> str:
         level = f"{report.confidence:.0%} CI"
         lines += ["", f"| A | B | P(A > B) [{level}] |", "|---|---|---:|"]
         lines += [f"| {i.better} | {i.worse} | {_probability(i.probability)} |" for i in report.improvements]
+    lines += ["", _caption(report) + "."]
     for image in images:
         lines += ["", f"![{Path(image).stem}]({image})"]
     return "\n".join(lines) + "\n"

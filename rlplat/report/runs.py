@@ -22,7 +22,7 @@ import numpy as np
 
 from rlplat.registry import ConfigError, closest
 from rlplat.report.curves import RunCurve
-from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, SWEEP_TAG
+from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
 
 IGNORED_PREFIXES = ("seed", "tracking.", "checkpoint.", "hydra.", "resume")
 """Override keys that do not change what a run learns: they never separate groups."""
@@ -99,40 +99,12 @@ def select_runs(client: Any, targets: Sequence[str]) -> Selection:
         ConfigError: for a target that names nothing in the store, a bad filter, or no
             FINISHED run at all.
     """
-    from mlflow.exceptions import MlflowException
-
     found: dict[str, Any] = {}
     parent_ids = []
     for target in targets:
-        if RUN_ID.fullmatch(target):
-            try:
-                run = client.get_run(target)
-            except MlflowException:
-                raise ConfigError(f"run {target!r}: no such run in {client.tracking_uri}") from None
-            children = _children(client, run) if _is_parent(run) else []
-            if children:
-                parent_ids.append(target)
-            runs = children or [run]
-        elif (experiment := _experiment(client, target)) is not None:
-            runs = [r for r in client.search_runs([experiment.experiment_id], max_results=50000) if not _is_parent(r)]
-        elif any(sign in target for sign in FILTER_SIGNS):
-            try:
-                runs = [
-                    r
-                    for r in client.search_runs(_all_experiment_ids(client), filter_string=target, max_results=50000)
-                    if not _is_parent(r)
-                ]
-            except MlflowException as error:
-                message = " ".join(str(error.message).split())
-                raise ConfigError(f"filter {target!r}: {message}") from None
-        else:
-            names = [e.name for e in client.search_experiments(max_results=10000)]
-            suggestion = closest(target, names)
-            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-            raise ConfigError(
-                f"{target!r} is no run id, experiment or search filter in {client.tracking_uri} "
-                f"(experiments: {', '.join(names) or 'none'}).{hint}"
-            )
+        runs, is_parent = _target_runs(client, target)
+        if is_parent:
+            parent_ids.append(target)
         if not runs:
             raise ConfigError(f"{target!r}: no runs")
         for run in runs:
@@ -141,12 +113,42 @@ def select_runs(client: Any, targets: Sequence[str]) -> Selection:
     left_out: dict[str, int] = {}
     for run in found.values():
         if run.info.status != "FINISHED":
-            status = "PRUNED" if run.data.tags.get("rlplat.pruned") == "true" else run.info.status
+            status = "PRUNED" if run.data.tags.get(PRUNED_TAG) == "true" else run.info.status
             left_out[status] = left_out.get(status, 0) + 1
     if not finished:
         counts = ", ".join(f"{n} {s}" for s, n in left_out.items())
         raise ConfigError(f"{' '.join(targets)}: no FINISHED run to compare ({counts})")
     return Selection(finished, left_out, parent_ids[0] if len(parent_ids) == 1 and len(targets) == 1 else None)
+
+
+def _target_runs(client: Any, target: str) -> tuple[list[Any], bool]:
+    """The runs one target of :func:`select_runs` names, and whether it is a sweep's parent run."""
+    from mlflow.exceptions import MlflowException
+
+    if RUN_ID.fullmatch(target):
+        try:
+            run = client.get_run(target)
+        except MlflowException:
+            raise ConfigError(f"run {target!r}: no such run in {client.tracking_uri}") from None
+        children = _children(client, run) if _is_parent(run) else []
+        return children or [run], bool(children)
+    if (experiment := _experiment(client, target)) is not None:
+        runs = client.search_runs([experiment.experiment_id], max_results=50000)
+        return [r for r in runs if not _is_parent(r)], False
+    if any(sign in target for sign in FILTER_SIGNS):
+        try:
+            runs = client.search_runs(_all_experiment_ids(client), filter_string=target, max_results=50000)
+        except MlflowException as error:
+            message = " ".join(str(error.message).split())
+            raise ConfigError(f"filter {target!r}: {message}") from None
+        return [r for r in runs if not _is_parent(r)], False
+    names = [e.name for e in client.search_experiments(max_results=10000)]
+    suggestion = closest(target, names)
+    hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+    raise ConfigError(
+        f"{target!r} is no run id, experiment or search filter in {client.tracking_uri} "
+        f"(experiments: {', '.join(names) or 'none'}).{hint}"
+    )
 
 
 def _experiment(client: Any, target: str) -> Any:

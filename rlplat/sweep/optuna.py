@@ -21,7 +21,8 @@ for workers on other machines). A pruned job's MLflow run ends KILLED with tag
 
 Seed-robust tuning: with ``hydra.sweeper.seeds_per_trial=k`` each trial runs as k jobs on
 seeds ``seed``, ``seed + 1``, ..., launched together (in parallel where the launcher runs
-jobs in parallel), each job's MLflow run tagged ``optuna.trial`` and ``optuna.seed_index``.
+jobs in parallel), each job's MLflow run tagged ``optuna.trial`` and ``optuna.seed_index``
+(the trial, in turn, names its runs: user attributes ``seed<i>.run_id``).
 The trial's value is the ``seed_aggregate`` (mean, median or IQM) of the k jobs' values,
 and it is pruned on the mean of the seeds' intermediate values (see
 :mod:`rlplat.sweep.reporter`); a trial with a failed job fails, one with a pruned job is
@@ -464,7 +465,12 @@ class OptunaSearch:
 
 def aggregate_seeds(values: Sequence[float], how: str) -> float:
     """A trial's value from its seeds' values: their mean, median, or interquartile mean
-    (:func:`rlplat.report.stats.iqm`).
+    (:func:`rlplat.report.stats.iqm`: ``int(0.25 n)`` values cut from each end, so with fewer
+    than 4 seeds the IQM is the mean).
+
+    Args:
+        values: The seeds' values (``trainer.objective``), one per job, at least one.
+        how: ``hydra.sweeper.seed_aggregate``: mean, median or iqm.
 
     Raises:
         ConfigError: for an unknown ``how``.

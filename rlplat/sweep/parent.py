@@ -97,7 +97,8 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     }
     overrides = " ".join(map(unroute, hydra_cfg.overrides.task))
     params = {"sweep.overrides": overrides, "sweep.dir": sweep_dir}
-    name = tracking.run_name or f"sweep {overrides or sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_NAME]
+    shown = " ".join(o for o in overrides.split() if not o.startswith(("tracking.", "hydra.", "hydra/")))
+    name = tracking.run_name or f"sweep {shown or sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_NAME]
     tags[DESCRIPTION_TAG] = f"Sweep `{tags['command']}` in `{sweep_dir}`: its report replaces this line when it ends."
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     run_id = tracker.start(name, params, tags)

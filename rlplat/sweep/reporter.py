@@ -141,6 +141,15 @@ class TrialReporter:
         study = self.trial.study
         return bool(latest.intermediate_values) and bool(study.pruner.prune(study, latest))
 
+    def link_run(self, run_id: str) -> None:
+        """Name this job's MLflow run on the trial: user attribute ``seed<index>.run_id``
+        (one key per seed, so that a trial's jobs running at once never overwrite each other).
+
+        Args:
+            run_id: The MLflow run that records this job.
+        """
+        self.trial.set_user_attr(f"seed{self.seed_index}.run_id", run_id)
+
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Trainer hook after each evaluation: :meth:`__call__`."""
         self(metrics, frames)

@@ -425,7 +425,10 @@ def test_optuna_trials_on_several_seeds_record_a_child_run_per_seed_and_their_me
         assert sorted(r.data.tags["seed"] for r in runs) == ["10", "11", "12"]
         assert len({r.data.params["optim.lr"] for r in runs}) == 1  # one trial, one set of params
         mean = sum(r.data.metrics["eval/return_mean"] for r in runs) / 3
-        assert study.trials[int(number)].value == pytest.approx(mean, rel=1e-9)
+        trial = study.trials[int(number)]
+        assert trial.value == pytest.approx(mean, rel=1e-9)
+        linked = {trial.user_attrs[f"seed{r.data.tags['optuna.seed_index']}.run_id"] for r in runs}
+        assert linked == {r.info.run_id for r in runs}  # the trial names its runs
     results = yaml.safe_load(next(journal.parent.glob("optimization_results.yaml")).read_text())
     assert results["seeds_per_trial"] == 3 and results["seed_aggregate"] == "mean"
     assert "(mean of 3 seeds)" in result.stdout

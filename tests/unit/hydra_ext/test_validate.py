@@ -105,6 +105,10 @@ def test_a_parameter_group_of_optim_defaults_to_the_shared_settings():
         (["trainer.device=tpu"], "trainer.device='tpu': valid: cpu, cuda, auto"),
         (["checkpoint.keep=0"], "checkpoint.keep=0: must be an integer >= 1"),
         (["tracking.experiment=''"], "tracking.experiment is empty"),
+        (
+            ["tracking.also=[csv,wandb]"],
+            "tracking.also=['csv', 'wandb']: 'wandb' is no logger; valid: csv, tensorboard",
+        ),
         (["algo=sac", "optim.actor.lr=abc"], "optim.actor.lr='abc': must be a number (float)"),
         (["loss.gamma=null"], "loss.gamma=None: must be in [0, 1]"),  # the constructor would fail on None
         (["optim.max_grad_norm=null"], ""),  # null disables clipping
@@ -162,9 +166,9 @@ def test_checking_a_config_imports_neither_torch_nor_mlflow(tmp_path):
         "from hydra.core.hydra_config import HydraConfig\n"
         "from rlplat.hydra_ext import compose_config\n"
         "from rlplat.hydra_ext.validate import check_config\n"
-        "cfg = compose_config(['algo=ppo', 'env=cartpole'])\n"
+        "cfg = compose_config(['algo=ppo', 'env=cartpole', 'tracking.also=[csv,tensorboard]'])\n"
         "check_config(cfg, list(HydraConfig.get().overrides.task))\n"
-        "print(sorted(m for m in ('torch', 'tensordict', 'mlflow') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'tensordict', 'mlflow', 'tensorboard') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "[]"
