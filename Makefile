@@ -4,31 +4,40 @@ VENV ?= .venv
 # torch is installed first, pinned, so that pip never pulls a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
+# what training needs; then the extras the tests, linters and sweeps on Slurm or Ray need
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard
 
-.PHONY: install train test test-all lint ui bench bench-learning bench-sweeps clean
+.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e '.[test,lint,video,slurm,ray,tensorboard]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
 
-install: $(STAMP)  ## create the virtualenv and install rlplat (editable) with test tools
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[$(DEV_EXTRAS)]'
+	touch $(DEV_STAMP)
+
+install: $(STAMP)  ## create the virtualenv and install rlplat (editable): what training needs
+
+install-dev: $(DEV_STAMP)  ## also the test, lint, video, Slurm, Ray and TensorBoard extras
 
 train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in outputs/mlflow.db
 	$(BIN)/rlplat-train algo=ppo env=pendulum
 
-test: $(STAMP)  ## the default test suite (slow learning checks skipped)
+test: $(DEV_STAMP)  ## the default test suite (slow learning checks skipped)
 	$(BIN)/pytest -m "not slow"
 
-lint: $(STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer contracts
+lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer contracts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test-all: $(STAMP)  ## every test, slow learning checks included
+test-all: $(DEV_STAMP)  ## every test, slow learning checks included
 	$(BIN)/pytest
 
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
@@ -41,8 +50,11 @@ bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seco
 bench-learning: $(STAMP)  ## rerun the README results table (5 seeds per pair) and its plots in benchmarks/report/
 	$(BIN)/python benchmarks/learning.py --plots benchmarks/report --json benchmarks/results.json
 
-bench-sweeps: $(STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
+bench-sweeps: $(DEV_STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
 	$(BIN)/python benchmarks/sweeps.py
+
+docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)
+	RLPLAT_SCREENSHOT=$(CURDIR)/docs/images/mlflow_parent_run.png $(BIN)/pytest -q -rs tests/integration/test_mlflow_ui.py
 
 clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)
 	rm -rf $(VENV) build *.egg-info
