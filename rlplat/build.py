@@ -114,6 +114,8 @@ def build(cfg: DictConfig) -> Build:
     observation_space, action_space = env_spaces(env_node)
     transforms = build_transforms(config["transforms"], observation_space)
     loss = build_loss(config, observation_space, action_space).to(device)
+    if trainer.compile:
+        compile_loss(loss, config["loss"]["name"])
     check_buffer_kind(config, loss)
     collector = COLLECTORS.build(
         "collector",
@@ -209,6 +211,21 @@ def build_loss(
 
     factory: NetworkFactory = network
     return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
+
+
+def compile_loss(loss: Loss, name: str) -> None:
+    """``trainer.compile=true``: compile the loss's forward with ``torch.compile`` (its backward
+    is compiled with it), for fixed shapes (every minibatch has the buffer's batch size).
+
+    The policy's ``act`` in collection stays eager: at one env step's batch the compiled
+    call costs more than the few operations it replaces (``benchmarks/speed.py``).
+
+    Raises:
+        ConfigError: when the loss is not an ``nn.Module``.
+    """
+    if not isinstance(loss, torch.nn.Module):
+        raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
+    loss.compile(dynamic=False)
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:

@@ -26,7 +26,7 @@ from rlplat.registry import ConfigError
 CHECKPOINT_DIR = "checkpoints"
 FINAL = "final.pt"
 BEST = "best.pt"
-FORMAT = 1
+FORMAT = 2  # 2: optimizer states over flat parameter buffers (rlplat.optim.groups)
 _STEP = re.compile(r"^step_(\d+)\.pt$")
 
 
@@ -77,8 +77,13 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     except Exception as error:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on bad files
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(error).__name__}: {reason})") from error
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or "format" not in state:
         raise CheckpointError(f"checkpoint {str(path)!r} is not an rlplat checkpoint (format {FORMAT})")
+    if state["format"] != FORMAT:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} has format {state['format']!r}; this rlplat reads format {FORMAT} "
+            f"(the rlplat version that wrote it reads it)"
+        )
     return state
 
 

@@ -30,6 +30,7 @@ FINAL_METRICS = (
     "rollout/return_max",
     "rollout/episode_length",
     "time/fps",
+    "time/to_target_s",
 )
 """The metrics a run ends with (their last values): the end-of-run table, and what
 ``trainer.objective`` may name."""
@@ -86,8 +87,15 @@ class TrainerConfig(_Node):
     objective: str
     nonfinite: str
     record_every_frames: int
+    compile: bool = False
+    target_return: float | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"trainer.compile={self.compile!r}: must be true or false")
+        target = self.target_return
+        if target is not None and (isinstance(target, bool) or not isinstance(target, int | float) or target != target):
+            raise ConfigError(f"trainer.target_return={target!r}: must be a number, or null to train for total_frames")
         for key, minimum in (
             ("total_frames", 1),
             ("num_threads", 1),

@@ -13,3 +13,5 @@ PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
 RUN_DIR_TAG = "rlplat.run_dir"  # on every run: its absolute run directory (Hydra's output directory)
 TRIAL_TAG = "optuna.trial"  # on an Optuna sweep's child: its trial's number in the study
 SEED_INDEX_TAG = "optuna.seed_index"  # on such a child when trials run on several seeds: 0 .. seeds_per_trial - 1
+MLFLOW_SOURCE_NAME = "mlflow.source.name"  # MLflow's system tag: the command that ran (the UI's "Source")
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's system tag: the git commit of the source

@@ -30,6 +30,7 @@ from rlplat.settings import FINAL_METRICS, CheckpointConfig, TrainerConfig
 from rlplat.transforms.base import Transform
 
 EVAL_SEED_OFFSET = 10_000
+TO_TARGET = "time/to_target_s"  # training seconds until an evaluation reached trainer.target_return
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Callback(Protocol):
     ``optuna.TrialPruned``); metrics are keyed as logged (``eval/return_mean``).
 
     Implemented, without importing the trainer, by :class:`rlplat.console.TrainingDisplay`,
-    :class:`rlplat.tracking.TrackerCallback` and :class:`rlplat.sweep.reporter.TrialReporter`.
+    :class:`rlplat.tracking.records.TrackerCallback` and :class:`rlplat.sweep.reporter.TrialReporter`.
     """
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
@@ -141,6 +142,8 @@ class Progress:
         best_eval: Best evaluation return so far (``best.pt``).
         skipped_updates: Updates dropped for a non-finite loss or gradient
             (``trainer.nonfinite=skip_update``).
+        train_s: Seconds spent in :meth:`Trainer.fit` up to the last checkpoint, over every
+            process that continued the run.
         last: The last logged value of each metric (for the final summary).
     """
 
@@ -149,6 +152,7 @@ class Progress:
     next_log: int = 0
     best_eval: float = -float("inf")
     skipped_updates: int = 0
+    train_s: float = 0.0
     last: dict[str, float] = field(default_factory=dict)
 
 
@@ -209,14 +213,18 @@ class Trainer:
             next_checkpoint=self.checkpoint.every_frames or config.total_frames,
         )
         self.last_checkpoint: Path | None = None
+        self._fit_start = time.perf_counter()
 
     def fit(self) -> dict[str, float]:
-        """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off).
+        """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off),
+        or until an evaluation reaches ``trainer.target_return``.
 
         Returns:
             The final metrics: ``eval/return_mean``, ``eval/return_std`` (last evaluation),
             ``rollout/return_mean`` (last logged training episodes), ``time/fps`` (frames per
-            second of this process), ``frames`` and ``time/train_s``.
+            second of this process), ``time/to_target_s`` (training seconds until an
+            evaluation reached ``trainer.target_return``: inf if none did, nan without a
+            target), ``frames`` and ``time/train_s``.
 
         Raises:
             Interrupted: when :attr:`stop` was set; a checkpoint was written first.
@@ -226,6 +234,7 @@ class Trainer:
         config, parts, progress = self.config, self.parts, self.progress
         collector, outputs = parts.collector, []
         start, first_frames = time.perf_counter(), collector.frames
+        self._fit_start = start
         for rollout in collector:  # [T, B]
             frames = collector.frames
             if not self._finite_rollout(rollout, frames):
@@ -243,11 +252,15 @@ class Trainer:
                 progress.next_checkpoint += self.checkpoint.every_frames or config.total_frames
             if self.stop.signal is not None:
                 raise Interrupted(self.stop.signal, frames, self._write_periodic(frames))
+            if TO_TARGET in progress.last:
+                break  # an evaluation reached trainer.target_return
         elapsed = time.perf_counter() - start
         self._write_final(collector.frames)
         nan = float("nan")
+        never = float("inf") if config.target_return is not None else nan
         return {
             **{key: progress.last.get(key, nan) for key in FINAL_METRICS},
+            TO_TARGET: progress.last.get(TO_TARGET, never),
             "time/fps": (collector.frames - first_frames) / elapsed if elapsed > 0 else nan,
             "frames": float(collector.frames),
             "time/train_s": elapsed,
@@ -263,12 +276,19 @@ class Trainer:
         if evaluate:
             metrics.update(self._evaluate())
             progress.next_eval += config.eval_every_frames or config.total_frames
+            target = config.target_return
+            if target is not None and metrics["eval/return_mean"] >= target and TO_TARGET not in progress.last:
+                metrics[TO_TARGET] = self._train_seconds()
         progress.last.update(metrics)
         self._notify("on_log", metrics, frames)
         progress.next_log = frames + config.log_every_frames
         if evaluate:
             self._notify("on_evaluation", metrics, frames)
         return True
+
+    def _train_seconds(self) -> float:
+        """Seconds in :meth:`fit` so far, the earlier processes of a resumed run included."""
+        return self.progress.train_s + time.perf_counter() - self._fit_start
 
     def _notify(self, hook: str, *args: Any) -> None:
         for callback in self.callbacks:
@@ -379,7 +399,7 @@ class Trainer:
             "collector": parts.collector.state_dict(),
             "buffer": parts.buffer.state_dict(with_data=self.checkpoint.save_buffer),
             "rng": rng_state(),
-            "trainer": asdict(self.progress),
+            "trainer": {**asdict(self.progress), "train_s": self._train_seconds()},
             "config": parts.config,
         }
 
@@ -395,6 +415,7 @@ class Trainer:
         parts.collector.load_state_dict(state["collector"])
         parts.buffer.load_state_dict(state["buffer"])
         self.progress = Progress(**state["trainer"])
+        self._fit_start = time.perf_counter()
         set_rng_state(state["rng"])
 
     def _write_periodic(self, frames: int) -> Path:

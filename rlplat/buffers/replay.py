@@ -72,6 +72,8 @@ class ReplayBuffer:
         self.sequence_length = sequence_length
         self.frames = 0
         self._storage: TensorDict | None = None
+        self._keys: list[Any] = []  # the storage's leaf keys, nested ones as tuples
+        self._leaves: list[torch.Tensor] = []  # its leaves, [length, B, ...] each
         self._head = 0  # next row to write
         self._rows = 0  # rows written, at most the storage length
         self._credit = 0.0  # updates earned and not yet taken
@@ -82,9 +84,15 @@ class ReplayBuffer:
         if self._storage is None:
             length = self.capacity // B
             self._storage = rollout[0].expand(length, B).clone().zero_()
+            self._keys = list(self._storage.keys(include_nested=True, leaves_only=True))
+            self._leaves = [self._storage.get(key) for key in self._keys]
         length = self._storage.batch_size[0]
-        rows = (self._head + torch.arange(T)) % length
-        self._storage[rows] = rollout
+        first = min(T, length - self._head)  # rows before the storage wraps around
+        for key, leaf in zip(self._keys, self._leaves):
+            value = rollout.get(key)
+            leaf[self._head : self._head + first] = value[:first]
+            if first < T:
+                leaf[: T - first] = value[first:]
         self._head = (self._head + T) % length
         self._rows = min(self._rows + T, length)
         self.frames += T * B
@@ -107,10 +115,12 @@ class ReplayBuffer:
         offset = torch.randint(starts, (self.batch_size,))
         env = torch.randint(B, (self.batch_size,))
         rows = (oldest + offset) % length
-        if L == 1:
-            return self._storage[rows, env]
-        rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
-        return self._storage[rows, env.unsqueeze(1).expand(-1, L)]
+        if L > 1:
+            rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
+            env = env.unsqueeze(1)
+        index = (rows * B + env).to(self._storage.device)  # into each leaf's [length * B] rows
+        batch = [leaf.flatten(0, 1)[index] for leaf in self._leaves]
+        return TensorDict(dict(zip(self._keys, batch)), batch_size=index.shape)
 
     def batches(self) -> Iterator[TensorDict]:
         """The sampled batches earned since the last call (none before ``learning_starts``)."""
@@ -134,6 +144,8 @@ class ReplayBuffer:
         self.frames, self._credit = int(state["frames"]), float(state["credit"])
         if "storage" in state:
             self._storage = TensorDict(state["storage"], batch_size=state["storage_shape"])
+            self._keys = list(self._storage.keys(include_nested=True, leaves_only=True))
+            self._leaves = [self._storage.get(key) for key in self._keys]
             self._head, self._rows = int(state["head"]), int(state["rows"])
         else:
-            self._storage, self._head, self._rows = None, 0, 0
+            self._storage, self._keys, self._leaves, self._head, self._rows = None, [], [], 0, 0

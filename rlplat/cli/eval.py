@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rlplat.build import Build
     from rlplat.cli.locate import Located
     from rlplat.envs.base import Episode
-    from rlplat.tracking import Tracker
+    from rlplat.tracking.store import Tracker
 
 PROG = "rlplat-eval"
 BATCH = 32
@@ -99,7 +99,7 @@ def open_tracker(located: Located, config: Mapping[str, Any], uri: str) -> tuple
     Raises:
         ConfigError: when no tracking server answers at the store's URI.
     """
-    from rlplat.tracking import Tracker
+    from rlplat.tracking.store import Tracker
 
     say = lambda message: print(f"{PROG}: {message}", file=sys.stderr)
     if located.run_id is not None and located.tracking_uri is not None:

@@ -45,6 +45,9 @@ class RunSpec:
         reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
         job_start: ``time.time()`` when the job started, for ``time/startup_s``.
         callbacks: More trainer callbacks (e.g. periodic videos).
+        tracker: The tracker to record the run with, started before the parts were built
+            (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
+            torch); None opens an in-process one (``resume=``, which has MLflow loaded).
     """
 
     output_dir: Path
@@ -55,6 +58,7 @@ class RunSpec:
     reporter: Any = None
     job_start: float | None = None
     callbacks: list[Any] = field(default_factory=list)
+    tracker: Any = None
 
 
 @contextlib.contextmanager
@@ -137,7 +141,7 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
     status = "FAILED"
     loggers: list[Any] = []
     try:
-        from rlplat.tracking import TrackerCallback
+        from rlplat.tracking.records import TrackerCallback
 
         startup = _startup_seconds(spec)
         loggers = _start_loggers(built, spec, after_step, startup)
@@ -204,10 +208,14 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     step already logged (a resumed run logs only after it)."""
     from omegaconf import OmegaConf
 
-    from rlplat.tracking import Tracker, flatten
+    from rlplat.tracking.records import flatten
 
     tracking = built.tracking
-    tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
+    tracker = spec.tracker
+    if tracker is None:
+        from rlplat.tracking.store import Tracker
+
+        tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     if spec.resume_run is not None:
         tracker.reopen(spec.resume_run)
         return tracker, tracker.last_step("time/fps")

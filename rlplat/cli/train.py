@@ -51,34 +51,52 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
     Raises:
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
-    from rlplat.build import build
-    from rlplat.cli.record import video_callbacks
-    from rlplat.cli.run import RunSpec, run_training
-    from rlplat.sweep.reporter import TrialReporter
-
-    built = build(cfg)
+    tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
     try:
-        choices = HydraConfig.get().runtime.choices
-        algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
-        reporter = TrialReporter.from_environment(built.trainer.objective)
-        tags = _tags(cfg, algo, env, command, reporter) if built.tracking.enabled else {}
-        spec = RunSpec(
-            output_dir,
-            f"{algo} / {env} / seed {seed}",
-            tags=tags,
-            reporter=reporter,
-            job_start=job_start,
-            callbacks=video_callbacks(built, output_dir),
-        )
-        return run_training(built, spec)
+        from rlplat.build import build
+        from rlplat.cli.record import video_callbacks
+        from rlplat.cli.run import RunSpec, run_training
+        from rlplat.sweep.reporter import TrialReporter
+
+        built = build(cfg)
+        try:
+            choices = HydraConfig.get().runtime.choices
+            algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
+            reporter = TrialReporter.from_environment(built.trainer.objective)
+            tags = _tags(cfg, algo, env, command, reporter) if built.tracking.enabled else {}
+            spec = RunSpec(
+                output_dir,
+                f"{algo} / {env} / seed {seed}",
+                tags=tags,
+                reporter=reporter,
+                job_start=job_start,
+                callbacks=video_callbacks(built, output_dir),
+                tracker=tracker,
+            )
+            return run_training(built, spec)
+        finally:
+            built.parts.close()
     finally:
-        built.parts.close()
+        if tracker is not None:
+            tracker.close()  # nothing more once the run ended; a run never started leaves nothing
+
+
+def start_tracker(cfg: DictConfig) -> Any:
+    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node, or None
+    when tracking is off."""
+    from rlplat.settings import TrackingConfig
+    from rlplat.tracking.process import TrackerProcess
+
+    tracking = TrackingConfig.from_node(cfg.tracking)
+    if not tracking.enabled:
+        return None
+    return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location)
 
 
 def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
     """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child."""
     from rlplat.sweep.parent import active_parent, child_tags
-    from rlplat.tracking import run_tags
+    from rlplat.tracking.records import run_tags
 
     tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
     overrides = filter_overrides(list(HydraConfig.get().overrides.task))

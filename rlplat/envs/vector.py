@@ -75,8 +75,9 @@ class VectorEnv:
         if isinstance(self.action_space, gymnasium.spaces.Box):  # self._box, narrowing the space
             low, high = self.action_space.low, self.action_space.high
             bounded = np.isfinite(low) & np.isfinite(high)
-            self._low = np.where(bounded, low, -1.0)
-            self._scale = np.where(bounded, (high - low) / 2.0, 1.0)
+            # env action = clip(a, -1, 1) * scale + offset on bounded dims; a itself elsewhere
+            self._scale = np.where(bounded, (high - low) / 2.0, 1.0).astype(self.action_space.dtype)
+            self._offset = np.where(bounded, (high + low) / 2.0, 0.0).astype(self.action_space.dtype)
             self._bounded = bounded
             self._all_bounded = bool(bounded.all())
 
@@ -85,17 +86,22 @@ class VectorEnv:
         observation, _ = self.env.reset(seed=seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        return self._observation(self._to_tensor(observation), update=self.update_transforms)
+        return self._observation(_float_tensor(observation), update=self.update_transforms)
 
     def step(self, action: Tensor) -> Step:
-        """Step every env with ``action`` (``[B, action_dim]`` float or ``[B]`` int64)."""
+        """Step every env with ``action`` (``[B, action_dim]`` float or ``[B]`` int64).
+
+        On the CPU the returned tensors share memory with the numpy arrays the envs returned
+        (no copies); a caller that keeps them across steps copies them (collectors write
+        them into their rollout storage).
+        """
         observation, reward, terminated, truncated, info = self.env.step(self.to_env_action(action))
         done = terminated | truncated
         self._returns += reward
         self._lengths += 1
-        ended = np.flatnonzero(done)
         next_observation = observation
-        if ended.size:  # SAME_STEP autoreset: swap the true final observations back in
+        if done.any():  # SAME_STEP autoreset: swap the true final observations back in
+            ended = np.flatnonzero(done)
             next_observation = observation.copy()
             for i in ended:
                 next_observation[i] = info["final_obs"][i]
@@ -103,31 +109,35 @@ class VectorEnv:
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
 
-        reward_t = torch.from_numpy(reward.astype(np.float32, copy=False)).unsqueeze(-1)
-        done_t = torch.from_numpy(done).unsqueeze(-1)
+        reward_t = _float_tensor(reward[:, None])
+        done_t = torch.from_numpy(done[:, None])
         for transform in self.transforms:
             reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
         # statistics are updated once, from the observations the policy acts on next
-        observation_t = self._observation(self._to_tensor(observation), update=self.update_transforms)
+        observation_t = self._observation(_float_tensor(observation), update=self.update_transforms)
         next_observation_t = (
-            self._observation(self._to_tensor(next_observation), update=False) if ended.size else observation_t
+            self._observation(_float_tensor(next_observation), update=False)
+            if next_observation is not observation
+            else observation_t
         )
         return Step(
             next_observation_t,
             reward_t,
-            torch.from_numpy(terminated).unsqueeze(-1),
-            torch.from_numpy(truncated).unsqueeze(-1),
+            torch.from_numpy(terminated[:, None]),
+            torch.from_numpy(truncated[:, None]),
             observation_t,
         )
 
     def to_env_action(self, action: Tensor) -> np.ndarray:
         """Policy action -> the env's action: Box actions clipped to [-1, 1] and rescaled."""
-        env_action = action.detach().cpu().numpy()
+        env_action = (action if action.device.type == "cpu" else action.cpu()).detach().numpy()
         if not self._box:
             return env_action
+        scaled = np.clip(env_action, -1.0, 1.0).astype(self._scale.dtype, copy=False)
+        scaled *= self._scale
+        scaled += self._offset
         if self._all_bounded:
-            return self._low + (np.clip(env_action, -1.0, 1.0) + 1.0) * self._scale
-        scaled = self._low + (np.clip(env_action, -1.0, 1.0) + 1.0) * self._scale
+            return scaled
         return np.where(self._bounded, scaled, env_action).astype(self.action_space.dtype)
 
     def pop_finished(self) -> list[Episode]:
@@ -165,13 +175,15 @@ class VectorEnv:
         self.finished = [Episode(*episode) for episode in state.get("finished", [])]
         return True
 
-    def _to_tensor(self, observation: np.ndarray) -> Tensor:
-        return torch.from_numpy(np.asarray(observation, dtype=np.float32))
-
     def _observation(self, observation: Tensor, update: bool) -> Tensor:
         for transform in self.transforms:
             observation = transform.transform_observation(observation, update=update)
         return observation
+
+
+def _float_tensor(array: np.ndarray) -> Tensor:
+    """float32 tensor over ``array`` (no copy when it is float32 already)."""
+    return torch.from_numpy(np.asarray(array, dtype=np.float32))
 
 
 _SCALARS = (bool, int, float, str, type(None))

@@ -7,6 +7,7 @@ from rlplat.functional.distributions import (
     kl_estimate,
     normal_entropy,
     normal_log_prob,
+    standard_normal_log_prob,
 )
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "normal_entropy",
     "normal_log_prob",
     "n_step_return",
+    "standard_normal_log_prob",
     "td_lambda_return",
 ]

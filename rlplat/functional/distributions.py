@@ -28,6 +28,23 @@ def normal_log_prob(action: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
     return (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
 
 
+def standard_normal_log_prob(noise: Tensor, log_std: Tensor) -> Tensor:
+    """Log-density of ``mean + noise * exp(log_std)`` under the diagonal Gaussian it was drawn
+    from, from the standard-normal ``noise`` alone (``(action - mean) / std`` is ``noise``):
+    ``-0.5 * sum(noise^2) - sum(log_std) - action_dim * log(2 pi) / 2``. Fewer operations
+    than :func:`normal_log_prob` when sampling, the same value.
+
+    Args:
+        noise: ``[*batch, action_dim]`` float, the standard-normal draw.
+        log_std: ``[action_dim]`` float, natural log of std (state-independent).
+
+    Returns:
+        ``[*batch]`` float log pi(action).
+    """
+    constant = log_std.sum() + noise.shape[-1] * _HALF_LOG_2PI
+    return noise.square().sum(-1).mul_(-0.5).sub_(constant)
+
+
 def normal_entropy(log_std: Tensor) -> Tensor:
     """Entropy of a diagonal Gaussian, summed over the last (action) dim.
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
-from rlplat.losses.targets import TargetSchedule, frozen, frozen_copy
+from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
 from rlplat.networks.exploration import SquashedGaussianPolicy
@@ -77,7 +77,6 @@ class SACLoss(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(float(alpha_init)).log(), requires_grad=learn_alpha)
         self.target_entropy = float(-action_dim if target_entropy is None else target_entropy)
         self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
-        self._critic_params = list(self.critics.parameters())
         self.gamma = gamma
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
@@ -109,8 +108,7 @@ class SACLoss(nn.Module):
         loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
 
         new_action, log_prob = self.actor(observation)  # reparameterised
-        with frozen(self._critic_params):  # the actor's loss must not move the critics
-            q_new = self.critics(observation, new_action).min(0).values.squeeze(-1)  # [N]
+        q_new = self.critics(observation, new_action, frozen=True).min(0).values.squeeze(-1)  # [N]; critics not moved
         loss_actor = (alpha * log_prob - q_new).mean()
         loss_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         return TensorDict(

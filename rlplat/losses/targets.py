@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -17,18 +15,6 @@ def frozen_copy(module: nn.Module) -> nn.Module:
     target = copy.deepcopy(module)
     target.requires_grad_(False)
     return target
-
-
-@contextmanager
-def frozen(parameters: list[nn.Parameter]) -> Iterator[None]:
-    """Parameters take no gradient inside the block (e.g. the critics in an actor loss)."""
-    for p in parameters:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in parameters:
-            p.requires_grad_(True)
 
 
 class TargetSchedule:

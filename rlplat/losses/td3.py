@@ -10,7 +10,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
-from rlplat.losses.targets import TargetSchedule, frozen, frozen_copy
+from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import DeterministicActor
 from rlplat.networks.exploration import NoisyDeterministicPolicy
@@ -82,7 +82,6 @@ class TD3Loss(nn.Module):
         self.targets = TargetSchedule(
             tau, policy_delay, (self.actor_target, self.actor), (self.critics_target, self.critics)
         )
-        self._critic_params = list(self.critics.parameters())
         self.gamma = gamma
         self.policy_delay = policy_delay
         self.target_policy_noise = target_policy_noise
@@ -114,8 +113,8 @@ class TD3Loss(nn.Module):
         loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
 
         if (self.targets.updates + 1) % self.policy_delay == 0:  # this update is a delayed one
-            with frozen(self._critic_params):  # the actor's loss must not move the critics
-                loss_actor = -self.critics(observation, self.actor(observation))[0].mean()
+            # the actor's loss must not move the critics
+            loss_actor = -self.critics(observation, self.actor(observation), frozen=True, first=1)[0].mean()
         else:
             loss_actor = torch.zeros((), device=q.device)
         return TensorDict(

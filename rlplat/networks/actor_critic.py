@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gymnasium
-import torch
 from torch import Tensor, nn
 
 from rlplat.networks.base import NetworkFactory
@@ -48,9 +47,9 @@ class ActorCritic(nn.Module):
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)
 
-    @torch.no_grad()
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
-        """Sample (or, deterministic, take the mode of) pi(.|s).
+        """Sample (or, deterministic, take the mode of) pi(.|s). Called under
+        ``torch.inference_mode`` (the :class:`rlplat.collectors.base.Policy` contract).
 
         Args:
             observation: ``[N, *obs_shape]`` float32.

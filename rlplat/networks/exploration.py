@@ -63,7 +63,6 @@ class EpsilonGreedy(_FrameCounter):
         """Current epsilon."""
         return linear_schedule(*self.schedule, int(self.frames))
 
-    @torch.no_grad()
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N]`` int64 actions and ``[N]`` zero log-probabilities."""
         action = self.q(observation).argmax(-1)
@@ -134,7 +133,6 @@ class NoisyDeterministicPolicy(_BoxExplorer):
         self._ou = self._ou - theta * self._ou * dt + self.noise_std * dt**0.5 * torch.randn_like(like)
         return self._ou
 
-    @torch.no_grad()
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N, A]`` actions in [-1, 1] and ``[N]`` zero log-probabilities."""
         zeros = torch.zeros(observation.shape[0], device=observation.device)
@@ -160,7 +158,6 @@ class SquashedGaussianPolicy(_BoxExplorer):
         super().__init__(action_dim, warmup_frames)
         self.actor = actor
 
-    @torch.no_grad()
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N, A]`` actions in (-1, 1) and ``[N]`` log-probabilities."""
         if not deterministic:

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
-from rlplat.functional import categorical_entropy, categorical_log_prob, normal_entropy, normal_log_prob
+from rlplat.functional import (
+    categorical_entropy,
+    categorical_log_prob,
+    normal_entropy,
+    normal_log_prob,
+    standard_normal_log_prob,
+)
 
 
 def _linear(in_features: int, out_features: int, gain: float) -> nn.Linear:
@@ -35,11 +42,12 @@ class GaussianHead(nn.Module):
 
     def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features -> ``[N, action_dim]`` action and ``[N]`` log-probability."""
-        mean = self.mean(features)
+        mean = F.linear(features, self.mean.weight, self.mean.bias)
         if deterministic:
             return mean, normal_log_prob(mean, mean, self.log_std)
-        action = mean + torch.randn_like(mean) * self.log_std.exp()
-        return action, normal_log_prob(action, mean, self.log_std)
+        noise = torch.randn_like(mean)
+        action = torch.addcmul(mean, noise, self.log_std.exp())  # mean + noise * std
+        return action, standard_normal_log_prob(noise, self.log_std)
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N, action_dim]`` actions -> ``[N]`` log-prob and entropy."""
@@ -62,12 +70,13 @@ class CategoricalHead(nn.Module):
 
     def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features -> ``[N]`` int64 action and ``[N]`` log-probability."""
-        logits = self.logits(features)
+        log_p = F.linear(features, self.logits.weight, self.logits.bias).log_softmax(-1)
         if deterministic:
-            action = logits.argmax(-1)
-        else:
-            action = torch.multinomial(logits.softmax(-1), 1).squeeze(-1)
-        return action, categorical_log_prob(action, logits)
+            action = log_p.argmax(-1, keepdim=True)
+        else:  # inverse-CDF sampling: the first action whose cumulative probability exceeds u ~ U[0, 1)
+            u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
+            action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=log_p.shape[-1] - 1)
+        return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""

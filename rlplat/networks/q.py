@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from rlplat.networks.actor_critic import NetworkFactory
+from rlplat.networks.mlp import StackedMLP, stackable
 
 
 def _head(in_features: int, out_features: int) -> nn.Linear:
@@ -56,6 +57,9 @@ def state_action_space(
 class ContinuousQEnsemble(nn.Module):
     """K independent critics Q_k(s, a) for Box actions: ``[N, *obs], [N, A] -> [K, N, 1]``.
 
+    Critics over :class:`rlplat.networks.mlp.MLP` torsos run together as one
+    :class:`rlplat.networks.mlp.StackedMLP`; other torsos run one after the other.
+
     Args:
         network: Torso factory, called with the concatenated state-action space.
         num_critics: K (2 for the twin critics of TD3 and SAC, 1 for DDPG).
@@ -64,8 +68,33 @@ class ContinuousQEnsemble(nn.Module):
 
     def __init__(self, network: NetworkFactory, num_critics: int, features: int) -> None:
         super().__init__()
-        self.critics = nn.ModuleList(nn.Sequential(network(features), _head(features, 1)) for _ in range(num_critics))
+        pairs = [(network(features), _head(features, 1)) for _ in range(num_critics)]
+        torsos, heads = [t for t, _ in pairs], [h for _, h in pairs]
+        self.stacked = StackedMLP(torsos, heads) if stackable(torsos) else None
+        self.critics = None if self.stacked else nn.ModuleList(nn.Sequential(t, h) for t, h in pairs)
 
-    def forward(self, observation: Tensor, action: Tensor) -> Tensor:
+    def forward(self, observation: Tensor, action: Tensor, frozen: bool = False, first: int | None = None) -> Tensor:
+        """Q-values ``[K, N, 1]``.
+
+        Args:
+            observation: ``[N, *obs]`` float32.
+            action: ``[N, A]`` float32.
+            frozen: No gradient reaches the critics' parameters (an actor's loss); it still
+                reaches ``action``.
+            first: Only the first ``first`` critics (``[first, N, 1]``), e.g. TD3's actor loss.
+        """
         x = torch.cat([observation.flatten(1), action], dim=-1)
-        return torch.stack([critic(x) for critic in self.critics])
+        if self.stacked is not None:
+            return self.stacked(x, detach=frozen, first=first)
+        assert self.critics is not None
+        critics = list(self.critics)[:first]
+        if not frozen:
+            return torch.stack([critic(x) for critic in critics])
+        parameters = [p for critic in critics for p in critic.parameters() if p.requires_grad]
+        for p in parameters:
+            p.requires_grad_(False)
+        try:
+            return torch.stack([critic(x) for critic in critics])
+        finally:
+            for p in parameters:
+                p.requires_grad_(True)

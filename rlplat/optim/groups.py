@@ -12,13 +12,22 @@ gradient norm, as a single-optimizer agent does (Stable-Baselines3, CleanRL). Ad
 RMSprop act on each parameter alone, so sharing an optimizer changes nothing but the joint
 clip. SAC, TD3 and DDPG name every group in their presets: separate optimizers, as in their
 papers.
+
+Flat parameters: an optimizer entry marked ``elementwise`` (Adam, RMSprop: each element's
+update depends on that element alone) steps its parameters laid out in one contiguous
+buffer, and their gradients in a second one. The modules keep their ``nn.Parameter``
+objects, now views into the buffer; autograd accumulates into the gradient views in place.
+Zeroing, the gradient norm, the clip and the optimizer step are then one operation each
+instead of one per parameter tensor: for the small networks of RL, where the per-operation
+overhead dominates, this makes the whole step several times cheaper. Entries that are not
+marked (e.g. per-layer trust ratios) get the parameters one by one, as usual.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -36,10 +45,15 @@ class OptimizerUnit:
     Attributes:
         label: Group name for a group with its own optimizer; ``""`` for the shared one.
         groups: Names of the parameter groups it steps.
-        optimizer: The torch optimizer.
+        optimizer: The torch optimizer (over the flat buffers when ``grads`` is not empty);
+            units with flat parameters and the same optimizer settings but the learning rate
+            share one, each unit with param groups of its own (see :func:`merge_units`).
         parameters: Its trainable parameters.
         max_grad_norm: Clip of their joint gradient norm (L2); None does not clip.
-        initial_lr: Learning rate of each of the optimizer's ``param_groups`` when built.
+        param_groups: The optimizer's param groups (dicts) that hold this unit's parameters.
+        initial_lr: Learning rate of each of ``param_groups`` when built.
+        grads: The flat gradient buffers (one per device and dtype) that the parameters'
+            ``.grad`` are views of; empty when the optimizer steps the parameters one by one.
     """
 
     label: str
@@ -47,11 +61,39 @@ class OptimizerUnit:
     optimizer: torch.optim.Optimizer
     parameters: list[nn.Parameter]
     max_grad_norm: float | None
+    param_groups: list[dict[str, Any]]
     initial_lr: list[float]
+    grads: list[Tensor] = field(default_factory=list)
 
     def metric(self, name: str) -> str:
         """``name`` for the shared optimizer, ``<group>/<name>`` for a group's own."""
         return f"{self.label}/{name}" if self.label else name
+
+    def zero_grad(self) -> None:
+        """Zero the gradients: in place in the flat buffers, else set to None."""
+        if self.grads:
+            for grad in self.grads:
+                grad.zero_()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def clip_gradients(self) -> Tensor:
+        """Clip the joint gradient norm to ``max_grad_norm`` (when it clips), as
+        ``torch.nn.utils.clip_grad_norm_`` does; returns the norm before clipping (0-dim)."""
+        if not self.grads:
+            if self.max_grad_norm is None:
+                grads = [p.grad for p in self.parameters if p.grad is not None]
+                return torch.nn.utils.get_total_norm(grads, foreach=True)
+            return torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm, foreach=True)
+        if len(self.grads) == 1:
+            norm = torch.linalg.vector_norm(self.grads[0])
+        else:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in self.grads]))
+        if self.max_grad_norm is not None:
+            coefficient = (self.max_grad_norm / (norm + 1e-6)).clamp_(max=1.0)
+            for grad in self.grads:
+                grad.mul_(coefficient)
+        return norm
 
 
 class Optimizers:
@@ -65,9 +107,9 @@ class Optimizers:
         self.units = units
 
     def zero_grad(self) -> None:
-        """Drop every gradient (set to None)."""
+        """Zero every gradient (in place where the parameters are flat)."""
         for unit in self.units:
-            unit.optimizer.zero_grad(set_to_none=True)
+            unit.zero_grad()
 
     def clip_gradients(self) -> dict[str, Tensor]:
         """Clip each optimizer's gradients to its ``max_grad_norm`` (when it clips).
@@ -76,39 +118,39 @@ class Optimizers:
             The L2 norm of each optimizer's gradients before clipping, 0-dim float tensors,
             keyed ``grad_norm`` (shared optimizer) or ``<group>/grad_norm``.
         """
-        norms = {}
-        for unit in self.units:
-            if unit.max_grad_norm is None:
-                grads = [p.grad for p in unit.parameters if p.grad is not None]
-                norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-            else:
-                norm = torch.nn.utils.clip_grad_norm_(unit.parameters, unit.max_grad_norm, foreach=True)
-            norms[unit.metric("grad_norm")] = norm
-        return norms
+        return {unit.metric("grad_norm"): unit.clip_gradients() for unit in self.units}
 
     def step(self) -> None:
-        """Step every optimizer (after :meth:`clip_gradients`)."""
-        for unit in self.units:
-            unit.optimizer.step()
+        """Step every optimizer once (after :meth:`clip_gradients`)."""
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The distinct torch optimizers, in the units' order."""
+        return list({id(unit.optimizer): unit.optimizer for unit in self.units}.values())
 
     def set_lr_factor(self, factor: float) -> None:
         """Set every learning rate to ``factor`` times its initial value (the schedule)."""
         for unit in self.units:
-            for group, lr in zip(unit.optimizer.param_groups, unit.initial_lr):
+            for group, lr in zip(unit.param_groups, unit.initial_lr):
                 group["lr"] = lr * factor
 
     def learning_rates(self) -> dict[str, float]:
-        """The current learning rate of each optimizer: ``lr`` or ``<group>/lr``."""
-        return {unit.metric("lr"): unit.optimizer.param_groups[0]["lr"] for unit in self.units}
+        """The current learning rate of each unit: ``lr`` or ``<group>/lr``."""
+        return {unit.metric("lr"): unit.param_groups[0]["lr"] for unit in self.units}
 
     def state_dict(self) -> dict[str, Any]:
-        """Each optimizer's state, keyed by its label (``shared`` for the shared one)."""
-        return {unit.label or "shared": unit.optimizer.state_dict() for unit in self.units}
+        """The states of the distinct optimizers, in order, with the units' labels."""
+        return {
+            "labels": [unit.label or "shared" for unit in self.units],
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        for unit in self.units:
-            unit.optimizer.load_state_dict(state[unit.label or "shared"])
+        """Restore :meth:`state_dict` of optimizers built from the same config."""
+        for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(saved)
 
 
 def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parameter]]) -> Optimizers:
@@ -136,7 +178,7 @@ def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parame
     rest = tuple(g for g in groups if g not in own and trainable[g])
     if rest:
         units.append(_unit("", rest, shared, [p for g in rest for p in trainable[g]]))
-    return Optimizers(units)
+    return Optimizers(merge_units(units))
 
 
 def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params: list[nn.Parameter]) -> OptimizerUnit:
@@ -147,6 +189,79 @@ def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params:
         isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0 or math.isinf(clip)
     ):
         raise ConfigError(f"{key}.{GRAD_CLIP_KEY}={clip!r}: must be a number > 0, or null to not clip")
-    optimizer = OPTIMIZERS.build(key, settings, params)
-    initial_lr = [group["lr"] for group in optimizer.param_groups]
-    return OptimizerUnit(label, groups, optimizer, params, clip, initial_lr)
+    entry = OPTIMIZERS.get(str(settings.get("name")), key=f"{key}.name")
+    grads: list[Tensor] = []
+    stepped: list[Tensor] = list(params)
+    if getattr(entry, "elementwise", False):
+        stepped, grads = flatten_parameters(params)
+    optimizer = OPTIMIZERS.build(key, settings, stepped)
+    param_groups = list(optimizer.param_groups)
+    initial_lr = [group["lr"] for group in param_groups]
+    return OptimizerUnit(label, groups, optimizer, params, clip, param_groups, initial_lr, grads)
+
+
+def merge_units(units: list[OptimizerUnit]) -> list[OptimizerUnit]:
+    """Let units with flat parameters whose optimizers are of one class with the same
+    settings but the learning rate share one optimizer, each unit keeping its param groups
+    (and so its learning rate and schedule) and its own gradient clip.
+
+    For an elementwise optimizer (Adam, RMSprop) this changes no number: each element's
+    update depends on that element's gradient and state alone. It saves the optimizer's
+    per-call overhead, which for the small networks of RL is most of a step's cost (SAC's
+    three groups: three steps become one).
+    """
+
+    def settings(optimizer: torch.optim.Optimizer) -> tuple[Any, ...]:
+        group = optimizer.param_groups[0]
+        return (type(optimizer), *sorted((k, repr(v)) for k, v in group.items() if k not in ("params", "lr")))
+
+    by_settings: dict[tuple[Any, ...], list[OptimizerUnit]] = {}
+    for unit in units:
+        if unit.grads and len(unit.optimizer.param_groups) == 1:
+            by_settings.setdefault(settings(unit.optimizer), []).append(unit)
+    for same in by_settings.values():
+        if len(same) < 2:
+            continue
+        first = same[0].optimizer
+        merged = type(first)([unit.param_groups[0] for unit in same], **first.defaults)
+        for unit in same:
+            unit.optimizer = merged
+    return units
+
+
+@torch.no_grad()
+def flatten_parameters(params: list[nn.Parameter]) -> tuple[list[Tensor], list[Tensor]]:
+    """Lay ``params`` out in contiguous buffers, one per device and dtype, and their gradients
+    in a second set of buffers.
+
+    Each parameter keeps its object (modules and checkpoints still see it) but becomes a view
+    into its buffer (``param.data``), and its ``.grad`` a view into the gradient buffer, zeroed;
+    autograd accumulates into that view in place as long as it is never set to None.
+
+    Args:
+        params: Trainable parameters, each in one group only.
+
+    Returns:
+        The flat parameter buffers (leaf tensors, each with its ``.grad`` set to the matching
+        gradient buffer) and the gradient buffers.
+    """
+    layouts: dict[tuple[torch.device, torch.dtype], list[nn.Parameter]] = {}
+    for p in params:
+        layouts.setdefault((p.device, p.dtype), []).append(p)
+    flats: list[Tensor] = []
+    grads: list[Tensor] = []
+    for (device, dtype), members in layouts.items():
+        flat = torch.empty(sum(p.numel() for p in members), device=device, dtype=dtype)
+        grad = torch.zeros_like(flat)
+        offset = 0
+        for p in members:
+            n = p.numel()
+            flat[offset : offset + n].copy_(p.reshape(-1))
+            p.data = flat[offset : offset + n].view_as(p)
+            p.grad = grad[offset : offset + n].view_as(p)
+            offset += n
+        leaf = nn.Parameter(flat)
+        leaf.grad = grad
+        flats.append(leaf)
+        grads.append(grad)
+    return flats, grads

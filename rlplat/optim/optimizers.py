@@ -48,6 +48,9 @@ def adam(
     return torch.optim.Adam(params, lr=lr, eps=eps, betas=(b1, b2), weight_decay=weight_decay, fused=fused)
 
 
+adam.elementwise = True  # type: ignore[attr-defined]  # each element's update is its own: flat parameters
+
+
 def rmsprop(
     params: Iterable[nn.Parameter],
     /,
@@ -71,3 +74,6 @@ def rmsprop(
     """
     _check("rmsprop", lr, eps, weight_decay)
     return torch.optim.RMSprop(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
+
+
+rmsprop.elementwise = True  # type: ignore[attr-defined]  # as adam

@@ -81,7 +81,7 @@ def _end_if_abandoned() -> None:
 def _start_parent(config: DictConfig) -> ParentRun | None:
     """Create the sweep's parent run from the composed ``config``; None when tracking is off."""
     from rlplat.settings import TrackingConfig
-    from rlplat.tracking import Tracker
+    from rlplat.tracking.store import Tracker
 
     tracking = TrackingConfig.from_node(config.tracking)
     if not tracking.enabled:

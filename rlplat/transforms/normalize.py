@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium
 import numpy as np
 import torch
@@ -14,11 +16,15 @@ from rlplat.transforms.base import Transform
 class RunningMeanStd(torch.nn.Module):
     """Mean and variance over every sample seen, merged batch by batch (Chan et al. 1979).
 
+    The statistics are float64 buffers (checkpointed with ``state_dict``), updated in place
+    through numpy views: the env adapter calls this once per env step with a few rows, where
+    numpy's per-call cost is a fraction of torch's.
+
     Args:
         shape: Shape of one sample.
     """
 
-    mean: Tensor  # buffers, float64: [*shape], [*shape] and [] (samples seen)
+    mean: Tensor  # buffers, float64 on the CPU: [*shape], [*shape] and [] (samples seen)
     var: Tensor
     count: Tensor
 
@@ -27,26 +33,39 @@ class RunningMeanStd(torch.nn.Module):
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+        self._bind()
 
-    def update(self, batch: Tensor) -> None:
-        """Merge ``[N, *shape]`` samples into the statistics."""
-        batch = batch.to(torch.float64)
-        batch_mean = batch.mean(0)
-        batch_var = batch.var(0, unbiased=False)
-        n = batch.shape[0]
-        total = self.count + n
-        delta = batch_mean - self.mean
-        self.mean += delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta.pow(2) * self.count * n / total
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
+    def _bind(self) -> None:
+        """numpy views of the buffers (loading a state dict copies into them in place)."""
+        self.arrays = (self.mean.numpy(), self.var.numpy(), self.count.numpy())
+
+    def _apply(self, fn: Any, recurse: bool = True) -> RunningMeanStd:
+        module = super()._apply(fn, recurse)  # .to() and kin may replace the buffers
+        self._bind()
+        return module
+
+    def update(self, batch: Tensor | np.ndarray) -> None:
+        """Merge ``[N, *shape]`` samples (a CPU tensor or an array) into the statistics."""
+        x = (batch.numpy() if isinstance(batch, Tensor) else np.asarray(batch)).astype(np.float64)
+        mean, var, count_array = self.arrays
+        n, count = x.shape[0], float(count_array)
+        batch_mean = np.add.reduce(x, 0) / n
+        x -= batch_mean
+        batch_var = np.add.reduce(x * x, 0) / n
+        total = count + n
+        delta = batch_mean - mean
+        m2 = var * count + batch_var * n + delta * delta * (count * n / total)
+        mean += delta * (n / total)
+        np.divide(m2, total, out=var)
+        count_array[...] = total
 
 
 class ObservationNorm(Transform):
     """Normalise observations by a running mean and std, then clip.
 
     ``(obs - mean) / sqrt(var + eps)`` clipped to ``[-clip, clip]``, with statistics updated
-    from every training observation (as Stable-Baselines3's VecNormalize).
+    from every training observation (as Stable-Baselines3's VecNormalize). Observations are
+    the env adapter's CPU tensors; the arithmetic runs on numpy views of them.
 
     Args:
         observation_space: The env's single observation space (a Box).
@@ -70,15 +89,18 @@ class ObservationNorm(Transform):
         self.register_load_state_dict_post_hook(lambda module, _: module._refresh())
 
     def _refresh(self) -> None:
-        self._mean = self.stats.mean.float()
-        self._inv_std = (self.stats.var + self.epsilon).rsqrt().float()
+        mean, var, _ = self.stats.arrays
+        var = var + self.epsilon
+        self._mean = mean.astype(np.float32)
+        self._inv_std = np.reciprocal(np.sqrt(var, out=var), out=var).astype(np.float32)
 
     def transform_observation(self, observation: Tensor, update: bool) -> Tensor:
         if update:
             self.stats.update(observation)
             self._refresh()
-        normalised = (observation - self._mean) * self._inv_std
-        return normalised.clamp_(-self.clip, self.clip)
+        normalised = observation.numpy() - self._mean
+        normalised *= self._inv_std
+        return torch.from_numpy(np.clip(normalised, -self.clip, self.clip, out=normalised))
 
 
 class RewardScale(Transform):

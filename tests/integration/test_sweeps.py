@@ -315,7 +315,7 @@ def test_concurrent_jobs_create_a_new_sqlite_store_without_errors(tmp_path):
     the file lock ("table ... already exists", alembic errors); with it every run lands."""
     code = textwrap.dedent(
         f"""\
-        from rlplat.tracking import Tracker
+        from rlplat.tracking.store import Tracker
         tracker = Tracker("sqlite:///{tmp_path}/new.db", "race", None)
         tracker.start("run", {{}}, {{}})
         tracker.end("FINISHED")

@@ -111,7 +111,10 @@ def test_a_run_outlives_a_tracking_server_restart_and_loses_no_metric(tmp_path, 
 
     The run trains for OUTAGE_S seconds against no server; it is then paused (SIGSTOP) while
     the server restarts, which takes 5-20 s depending on the machine's load, so that it is
-    still training when the server answers again, whatever the load.
+    still training when the server answers again, whatever the load. Whether the buffered
+    values are written before the run ends or by its end depends on the retry schedule (1 to
+    16 s between tries); either way none is lost, none is written twice, and each keeps the
+    time it was logged at.
     """
     args = [
         "algo=ppo", "env=cartpole", f"tracking.uri={server.uri}", "tracking.artifact_location=null",
@@ -163,8 +166,6 @@ def test_a_run_outlives_a_tracking_server_restart_and_loses_no_metric(tmp_path, 
     [written] = re.findall(r"rlplat-train: tracking server reachable again; (\d+) buffered metric values written", text)
     assert int(warning) > 0 and int(written) >= int(warning)
     values = [m for key in recorded.data.metrics for m in store.get_metric_history(recorded.info.run_id, key)]
-    after_kill = [m for m in values if m.step > logged * FRAMES_PER_ROLLOUT]
-    assert int(written) < len(after_kill)  # the last ones were written at once: it recovered during the run
     print(f"{warning} metric values buffered at the first failure, {written} written on recovery, {len(values)} in all")
     assert "Retrying" not in text and "Traceback" not in text  # no urllib3 retry noise
 

@@ -94,3 +94,9 @@ def test_env_state_continues_the_same_trajectory(env_id, tmp_path):
         assert np.array_equal(step_a[0], step_b[0]) and step_a[1:4] == step_b[1:4]
         if step_a[2] or step_a[3]:
             assert np.array_equal(a.reset()[0], b.reset()[0])  # the generator state came along
+
+
+def test_a_checkpoint_of_another_format_names_both_formats(tmp_path):
+    path = atomic_save({"format": FORMAT - 1, "frames": 0}, tmp_path / "old.pt")
+    with pytest.raises(CheckpointError, match=f"has format {FORMAT - 1}; this rlplat reads format {FORMAT}"):
+        load_checkpoint(path)

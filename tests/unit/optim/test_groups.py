@@ -38,8 +38,8 @@ def test_actor_and_critic_learning_rates_apply_to_their_groups(algo, env):
     built = build(cfg)
     try:
         units = {unit.label: unit for unit in built.parts.optimizers.units}
-        assert units["actor"].optimizer.param_groups[0]["lr"] == 0.001
-        assert units["critic"].optimizer.param_groups[0]["lr"] == 0.002
+        assert units["actor"].param_groups[0]["lr"] == 0.001
+        assert units["critic"].param_groups[0]["lr"] == 0.002
         groups = built.parts.loss.param_groups()
         assert {id(p) for p in units["actor"].parameters} == {id(p) for p in groups["actor"] if p.requires_grad}
         trainable = {id(p) for p in built.parts.loss.parameters() if p.requires_grad}
@@ -75,7 +75,7 @@ def test_unconfigured_groups_share_one_optimizer_and_clip_their_joint_norm():
     [shared] = optimizers.units
     assert shared.label == "" and shared.groups == ("actor", "critic")
     for p in [*actor.parameters(), *critic.parameters()]:
-        p.grad = torch.full_like(p, 3.0)  # 9 elements of 3: joint norm sqrt(81)
+        p.grad.fill_(3.0)  # 9 elements of 3: joint norm sqrt(81); in place: the grads are views of one buffer
     norms = optimizers.clip_gradients()
     optimizers.step()
     torch.testing.assert_close(norms["grad_norm"], torch.tensor(9.0))
@@ -94,7 +94,8 @@ def test_a_group_with_its_own_node_is_clipped_alone():
         "critic": {"max_grad_norm": 0.5},
     }
     optimizers = make_optimizers(node, {"actor": list(actor.parameters()), "critic": list(critic.parameters())})
-    actor.weight.grad, critic.weight.grad = torch.tensor([[4.0]]), torch.tensor([[3.0]])
+    actor.weight.grad.fill_(4.0)  # in place: the gradient is a view of the flat buffer
+    critic.weight.grad.fill_(3.0)
     norms = optimizers.clip_gradients()
     optimizers.step()
     assert set(norms) == {"critic/grad_norm", "grad_norm"}
@@ -107,3 +108,88 @@ def test_a_group_with_its_own_node_is_clipped_alone():
 def test_unknown_group_names_the_loss_groups():
     with pytest.raises(ConfigError, match="optim.policy: the loss has no parameter group 'policy'. Its groups: q."):
         make_optimizers({"name": "adam", "policy": {"lr": 1.0}}, {"q": [torch.nn.Parameter(torch.zeros(1))]})
+
+
+ADAM = {"name": "adam", "lr": 0.01, "eps": 1e-8, "betas": [0.9, 0.999], "weight_decay": 0.0, "fused": True}
+
+
+def _net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+
+@pytest.mark.parametrize("max_grad_norm", [None, 0.05])
+def test_flat_parameters_step_exactly_as_adam_over_each_parameter(max_grad_norm):
+    flat_net, reference = _net(), _net()
+    optimizers = make_optimizers({**ADAM, "max_grad_norm": max_grad_norm}, {"q": list(flat_net.parameters())})
+    [unit] = optimizers.units
+    [buffer] = unit.grads
+    assert all(p.grad.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for p in unit.parameters)
+    adam = torch.optim.Adam(reference.parameters(), lr=0.01, eps=1e-8)
+    x = torch.randn(16, 3)
+    for _ in range(5):
+        optimizers.zero_grad()
+        flat_net(x).pow(2).mean().backward()  # accumulates into the flat gradient buffer
+        norm = optimizers.clip_gradients()["grad_norm"]
+        optimizers.step()
+        adam.zero_grad()
+        reference(x).pow(2).mean().backward()
+        expected = (
+            torch.nn.utils.clip_grad_norm_(reference.parameters(), max_grad_norm)
+            if max_grad_norm
+            else torch.nn.utils.get_total_norm([p.grad for p in reference.parameters()])
+        )
+        adam.step()
+        torch.testing.assert_close(norm, expected)
+    for p, q in zip(flat_net.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q)
+    state = optimizers.state_dict()
+    make_optimizers({**ADAM, "max_grad_norm": None}, {"q": list(_net().parameters())}).load_state_dict(state)
+
+
+def test_an_optimizer_entry_not_marked_elementwise_gets_the_parameters_one_by_one(monkeypatch):
+    from rlplat.registry import OPTIMIZERS, Entry
+
+    def sgd(params, /, *, lr):
+        return torch.optim.SGD(params, lr=lr)
+
+    OPTIMIZERS.names()  # entry points discovered first, so that the test entry is not overwritten
+    monkeypatch.setitem(OPTIMIZERS._entries, "plain_sgd", Entry("plain_sgd", "test", target=sgd))
+    net = _net()
+    optimizers = make_optimizers({"name": "plain_sgd", "lr": 0.1, "max_grad_norm": 1.0}, {"q": list(net.parameters())})
+    [unit] = optimizers.units
+    assert unit.grads == [] and len(unit.optimizer.param_groups[0]["params"]) == 4
+    net(torch.randn(4, 3)).sum().backward()
+    optimizers.clip_gradients()
+    optimizers.step()
+    optimizers.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_groups_with_the_same_settings_but_the_rate_share_one_optimizer_and_step_as_separate_ones():
+    actor, critic, reference_actor, reference_critic = _net(), _net(), _net(), _net()
+    node = {**ADAM, "max_grad_norm": None, "actor": {"lr": 0.05}, "critic": {"max_grad_norm": 0.1}}
+    optimizers = make_optimizers(node, {"actor": list(actor.parameters()), "critic": list(critic.parameters())})
+    assert len(optimizers.optimizers) == 1 and len(optimizers.units) == 2
+    assert optimizers.learning_rates() == {"actor/lr": 0.05, "critic/lr": 0.01}
+    separate = [
+        torch.optim.Adam(reference_actor.parameters(), lr=0.05, eps=1e-8),
+        torch.optim.Adam(reference_critic.parameters(), lr=0.01, eps=1e-8),
+    ]
+    x = torch.randn(16, 3)
+    for _ in range(4):
+        optimizers.zero_grad()
+        (actor(x).pow(2).mean() + critic(x).abs().mean()).backward()
+        optimizers.clip_gradients()
+        optimizers.step()
+        for optimizer in separate:
+            optimizer.zero_grad()
+        (reference_actor(x).pow(2).mean() + reference_critic(x).abs().mean()).backward()
+        torch.nn.utils.clip_grad_norm_(reference_critic.parameters(), 0.1)
+        for optimizer in separate:
+            optimizer.step()
+    for net, reference in ((actor, reference_actor), (critic, reference_critic)):
+        for p, q in zip(net.parameters(), reference.parameters()):
+            torch.testing.assert_close(p, q)
+    optimizers.set_lr_factor(0.5)
+    assert optimizers.learning_rates() == {"actor/lr": 0.025, "critic/lr": 0.005}

@@ -17,9 +17,10 @@ import requests
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException, RestException
 
-from rlplat import tracking
 from rlplat.registry import ConfigError
-from rlplat.tracking import Backoff, Tracker, TrackerCallback, http_limits, unreachable
+from rlplat.tracking import TrackerCallback
+from rlplat.tracking import store as tracking
+from rlplat.tracking.store import Backoff, Tracker, http_limits, unreachable
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The MLflow adapter: one run per training job, through ``mlflow.MlflowClient``.
+"""The MLflow store adapter: one run per training job, through ``mlflow.MlflowClient``.
 
 A tracking server that goes away during a run does not stop the training: writes that fail
 because it cannot be reached are kept in order and written when it answers again (see
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,7 +28,6 @@ from mlflow.environment_variables import (
     MLFLOW_HTTP_REQUEST_TIMEOUT,
 )
 from mlflow.exceptions import MlflowException
-from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
 from rlplat.registry import ConfigError
 from rlplat.tags import RUN_DIR_TAG
@@ -37,7 +35,6 @@ from rlplat.tags import RUN_DIR_TAG
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
-MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value, in characters
 
 PROBE_ATTEMPTS = 2  # requests to a tracking server when a run opens, before it is declared absent
 PROBE_PAUSE_S = 0.5  # seconds between them
@@ -52,27 +49,6 @@ EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 not in its GenAI view (where training runs would be listed as "Evaluation runs")."""
 
 
-def flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Nested mapping -> ``{"dot.key": "value"}``; lists stay whole, as their str."""
-    flat: dict[str, str] = {}
-    for key, value in node.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(flatten(value, prefix=f"{name}."))
-        else:
-            flat[name] = str(value)[:MAX_PARAM_LENGTH]
-    return flat
-
-
-def git_commit(directory: Path) -> str | None:
-    """The commit checked out in ``directory``, or None outside a git work tree."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 def store_lock(uri: str) -> contextlib.AbstractContextManager[Any]:
     """A file lock beside an sqlite store, held while a job opens (and maybe creates) it.
 
@@ -85,6 +61,25 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager[Any]:
     path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(f"{path}.lock", timeout=300)
+
+
+def warm_up(uri: str) -> None:
+    """Open an sqlite store that rlplat already opened once (its file and lock file exist),
+    without writing to it: MLflow then keeps the opened store for this process, so that a
+    :class:`Tracker` built later starts its run at once. Anything else is left for the
+    Tracker (creating a store, reaching a server): this writes nothing and raises nothing.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if not (path.is_file() and Path(f"{path}.lock").is_file()):
+        return
+    logging.getLogger("mlflow.store.db").setLevel(logging.WARNING)
+    try:
+        with store_lock(uri):
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception:  # a store in any other state: the Tracker says what is wrong
+        return
 
 
 @contextlib.contextmanager
@@ -431,10 +426,11 @@ class Tracker:
         assert self.run_id is not None, "Tracker.start() must be called before anything is recorded"
         return self.run_id
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log scalar ``metrics`` at ``step`` (frames), timestamped now, in one batch (later,
-        in order, while the tracking server is unreachable)."""
-        now = int(time.time() * 1000)
+    def log_metrics(self, metrics: Mapping[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Log scalar ``metrics`` at ``step`` (frames), timestamped ``timestamp_ms`` (ms since
+        the epoch; default now), in one batch (later, in order, while the tracking server is
+        unreachable)."""
+        now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         self.outbox.add_metrics([Metric(key, float(value), now, int(step)) for key, value in metrics.items()])
         self._write_soon()
 
@@ -540,47 +536,3 @@ class Tracker:
             lost.append(f"the run could not be marked {status} (it shows RUNNING)")
         where = f"; the run's directory: {self.run_dir}" if self.run_dir is not None else ""
         self._say(f"warning: {problem}: {'; '.join(lost)}; run {self.run_id} in {self.uri}{where}")
-
-
-class TrackerCallback:
-    """Trainer callback that records into a started (or reopened) :class:`Tracker` run: every
-    log step's metrics (step = frames) and every checkpoint file (under ``checkpoints/``).
-
-    Args:
-        tracker: The tracker of the run.
-        after_step: Log steps at or below this many frames are not logged: a resumed run
-            passes :meth:`Tracker.last_step` so that each metric's steps keep increasing.
-    """
-
-    def __init__(self, tracker: Tracker, after_step: int | None = None) -> None:
-        self.tracker = tracker
-        self.after_step = after_step
-
-    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """Log the metrics at step ``frames``, unless ``frames <= after_step``."""
-        if self.after_step is None or frames > self.after_step:
-            self.tracker.log_metrics(metrics, step=frames)
-
-    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
-        """Nothing more: the evaluation's metrics came through :meth:`on_log`."""
-
-    def on_checkpoint(self, path: Path, best: bool) -> None:
-        """Upload the checkpoint file."""
-        self.tracker.log_artifact(path, "checkpoints")
-
-
-def run_tags(algo: str, env: str, seed: int, version: str, command: str, cwd: Path) -> dict[str, str]:
-    """The tags every rlplat run carries: algo, env, seed, version, command, git commit."""
-    tags = {
-        "algo": algo,
-        "env": env,
-        "seed": str(seed),
-        "rlplat.version": version,
-        "command": command,
-        MLFLOW_SOURCE_NAME: command.split(" ", 1)[0],
-    }
-    commit = git_commit(cwd)
-    if commit:
-        tags[MLFLOW_GIT_COMMIT] = commit
-        tags["git.commit"] = commit
-    return tags

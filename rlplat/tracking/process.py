@@ -1,0 +1,205 @@
+"""The MLflow tracker in a process of its own, so that MLflow stays off the training's path.
+
+Importing MLflow and opening its store take about as long as importing torch; a training
+process that did both would reach its first env step seconds later, and every metric write
+(a sqlite transaction, or an HTTP request) would pause its loop. :class:`TrackerProcess`
+starts a child process at once, which imports MLflow and opens an existing store while the
+parent imports torch and builds the parts, then runs a
+:class:`rlplat.tracking.store.Tracker` for it (created at the first call, so that a config
+error found by the parent's build leaves no store and no experiment behind):
+
+* calls that answer (:meth:`TrackerProcess.start`, ``reopen``, ``last_step``) wait for the
+  child's reply, and re-raise its errors (a tracking server that does not answer is a
+  ``ConfigError``, as in-process);
+* writes during training (``log_metrics``, ``log_artifact``, ``set_tags``) are sent without
+  waiting; a write the store rejected is raised at the next call;
+* :meth:`TrackerProcess.end` waits until everything is written and the run has ended.
+
+The child ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group): the parent
+ends the run, KILLED, as it would in-process. A parent that dies without ending the run
+(``kill -9``) closes the pipe; the child then ends the run FAILED, so that it does not stay
+RUNNING, and a resume reopens it as usual.
+
+This module imports neither MLflow nor torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from rlplat.registry import ConfigError
+
+START_TIMEOUT_S = 300.0  # the longest a parent waits for the child's answer (a new store's tables take seconds)
+END_TIMEOUT_S = 120.0  # the longest it waits for the child to end the run (Tracker.end tries for 30 s)
+
+
+class TrackingError(RuntimeError):
+    """A write the tracking store rejected, or a tracker process that died; the message
+    names what the store said."""
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` as the parent can unpickle it: ConfigError as it is, any other as a
+    TrackingError naming its type and message."""
+    if isinstance(error, ConfigError):
+        return ConfigError(str(error))
+    return TrackingError(f"{type(error).__name__}: {error}")
+
+
+def _serve(connection: Connection, uri: str, experiment: str, artifact_location: str | None) -> None:
+    """The child's loop: import MLflow and open an existing store at once, build the
+    Tracker at the parent's first call (nothing is written before the parent asks: a bad
+    config found while the parent builds leaves no store behind), then run the parent's
+    calls until ``end``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from rlplat.tracking.store import Tracker, warm_up
+
+    warm_up(uri)
+    tracker: Tracker | None = None
+    while True:
+        try:
+            method, args, kwargs, reply = connection.recv()
+        except (EOFError, OSError):  # the parent is gone without ending the run
+            if tracker is not None:
+                tracker.end("FAILED")
+            return
+        if method == "close":
+            return
+        try:
+            if tracker is None:
+                tracker = Tracker(uri, experiment, artifact_location)
+            result = getattr(tracker, method)(*args, **kwargs)
+            if method == "start" or method == "reopen":
+                result = (result, tracker.experiment_id)
+            if reply:
+                connection.send(("ok", result))
+        except BaseException as error:
+            connection.send(("error", _portable(error)))
+        if method == "end":
+            return
+
+
+class TrackerProcess:
+    """A :class:`rlplat.tracking.Tracker` run by a child process; the same methods.
+
+    Args:
+        uri: Tracking URI (see :class:`rlplat.tracking.Tracker`).
+        experiment: Experiment name, created when missing.
+        artifact_location: Directory for a newly created experiment's artifacts.
+
+    Raises (at :meth:`start` or :meth:`reopen`, the first calls that wait):
+        ConfigError: when no MLflow tracking server answers at an ``http(s)://`` ``uri``,
+            or it refuses the requests.
+    """
+
+    def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
+        self.uri = uri
+        self.run_id: str | None = None
+        self.experiment_id: str | None = None
+        # A plain child interpreter over a socket pair: multiprocessing's spawn would import
+        # this process's main module again, and fails inside launchers' worker processes.
+        ours, theirs = socket.socketpair()
+        command = [sys.executable, "-m", __name__, str(theirs.fileno()), uri, experiment, artifact_location or ""]
+        self._process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._connection = Connection(ours.detach())
+        self._closed = False
+
+    def _send(self, method: str, *args: Any, reply: bool = False, **kwargs: Any) -> None:
+        self._raise_reported()
+        if self._closed:
+            raise TrackingError(f"the tracker process has ended; {method} was not recorded")
+        try:
+            self._connection.send((method, args, kwargs, reply))
+        except (BrokenPipeError, OSError) as error:
+            raise TrackingError(f"the tracker process died ({error}); {method} was not recorded") from None
+
+    def _call(self, method: str, *args: Any, timeout_s: float = START_TIMEOUT_S, **kwargs: Any) -> Any:
+        """Send a call and wait for its reply; re-raise the child's error."""
+        self._send(method, *args, reply=True, **kwargs)
+        if not self._connection.poll(timeout_s):
+            raise TrackingError(f"the tracker process did not answer {method} within {timeout_s:g} s")
+        status, value = self._connection.recv()
+        if status == "error":
+            raise value
+        return value
+
+    def _raise_reported(self) -> None:
+        """Raise the error of a write sent earlier without waiting, if the child reported one."""
+        if not self._closed and self._connection.poll():
+            status, value = self._connection.recv()
+            if status == "error":
+                raise value
+
+    def start(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> str:
+        """Create the run (see :meth:`rlplat.tracking.Tracker.start`); returns its id."""
+        self.run_id, self.experiment_id = self._call("start", run_name, dict(params), dict(tags))
+        return self.run_id
+
+    def reopen(self, run_id: str) -> None:
+        """Continue the run ``run_id`` (see :meth:`rlplat.tracking.Tracker.reopen`)."""
+        _, self.experiment_id = self._call("reopen", run_id)
+        self.run_id = run_id
+
+    def last_step(self, key: str) -> int | None:
+        """The largest step logged for ``key`` (see :meth:`rlplat.tracking.Tracker.last_step`)."""
+        return self._call("last_step", key)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Log ``metrics`` at ``step`` (frames), timestamped now, without waiting."""
+        values = {key: float(value) for key, value in metrics.items()}
+        self._send("log_metrics", values, step, timestamp_ms=int(time.time() * 1000))
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Upload a file or directory, without waiting (the file is read by the child)."""
+        self._send("log_artifact", Path(path), artifact_path)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Set tags on the run, without waiting."""
+        self._send("set_tags", dict(tags))
+
+    def end(self, status: str) -> None:
+        """Write everything sent, end the run with ``status`` and stop the child. Like
+        :meth:`rlplat.tracking.Tracker.end` it never raises an ``Exception``: a child that
+        fails to answer is reported on stderr."""
+        if self._closed:
+            return
+        try:
+            self._call("end", status, timeout_s=END_TIMEOUT_S)
+        except Exception as error:
+            print(f"rlplat-train: warning: the run could not be ended in MLflow ({error})", file=sys.stderr)
+        finally:
+            self._stop()
+
+    def close(self) -> None:
+        """Stop the child without recording anything more (no run was started)."""
+        if self._closed:
+            return
+        with contextlib.suppress(OSError):  # a child that died already
+            self._connection.send(("close", (), {}, False))
+        self._stop()
+
+    def _stop(self) -> None:
+        self._closed = True
+        try:
+            self._process.wait(timeout=END_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._connection.close()
+
+
+if __name__ == "__main__":  # the child: python -m rlplat.tracking.process FD URI EXPERIMENT ARTIFACT_LOCATION
+    from rlplat.tracking import process  # this module under its name, so that its errors unpickle in the parent
+
+    process._serve(Connection(int(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4] or None)

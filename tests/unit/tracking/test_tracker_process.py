@@ -1,0 +1,91 @@
+"""The tracker in a child process: the same records as in-process, errors where they belong,
+and a run that never stays RUNNING when its training process dies."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+from mlflow import MlflowClient
+
+from rlplat.registry import ConfigError
+from rlplat.tracking import TrackerCallback, TrackerProcess
+from rlplat.tracking.process import TrackingError
+
+
+@pytest.fixture
+def store(tmp_path):
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_a_run_recorded_through_the_process_holds_params_metrics_tags_and_artifacts(tmp_path, store):
+    tracker = TrackerProcess(store, "exp", str(tmp_path / "artifacts"))
+    run_id = tracker.start("a-run", {"loss.gamma": "0.99"}, {"algo": "ppo"})
+    callback = TrackerCallback(tracker)
+    for frames in (100, 200):
+        callback.on_log({"time/fps": frames * 10.0}, frames)
+    (tmp_path / "final.pt").write_bytes(b"weights")
+    callback.on_checkpoint(tmp_path / "final.pt", best=False)
+    tracker.set_tags({"rlplat.signal": "none"})
+    tracker.end("FINISHED")
+    assert tracker._process.poll() is not None
+
+    client = MlflowClient(tracking_uri=store)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "a-run"
+    assert run.data.params == {"loss.gamma": "0.99"}
+    assert run.data.tags["algo"] == "ppo" and run.data.tags["rlplat.signal"] == "none"
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "time/fps")] == [(100, 1000.0), (200, 2000.0)]
+    assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/final.pt"]
+    assert tracker.experiment_id == run.info.experiment_id
+
+
+def test_the_process_that_records_through_it_never_imports_mlflow(store):
+    code = (
+        "import sys\n"
+        "from rlplat.tracking import TrackerProcess\n"
+        f"tracker = TrackerProcess({store!r}, 'exp', None)\n"
+        "tracker.start('a-run', {'p': '1'}, {})\n"
+        "tracker.log_metrics({'x': 1.0}, 1)\n"
+        "tracker.end('FINISHED')\n"
+        "print(sorted(m for m in ('mlflow', 'sqlalchemy', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    [run] = MlflowClient(tracking_uri=store).search_runs(
+        [MlflowClient(tracking_uri=store).get_experiment_by_name("exp").experiment_id]
+    )
+    assert run.info.status == "FINISHED" and run.data.metrics == {"x": 1.0}
+
+
+def test_a_tracking_server_that_does_not_answer_is_a_config_error_at_start(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: nothing listens there
+    tracker = TrackerProcess(f"http://127.0.0.1:{port}", "exp", None)
+    with pytest.raises(ConfigError, match=f"tracking.uri='http://127.0.0.1:{port}': no MLflow tracking server"):
+        tracker.start("a-run", {}, {})
+    tracker.close()
+    assert tracker._process.poll() is not None
+
+
+def test_a_write_the_store_rejects_is_raised_at_the_next_call(tmp_path, store):
+    tracker = TrackerProcess(store, "exp", None)
+    tracker.start("a-run", {}, {})
+    tracker.set_tags({"k" * 300: "v"})  # MLflow refuses tag keys over 250 characters
+    with pytest.raises(TrackingError, match="MlflowException"):
+        tracker.last_step("x")  # the first call after it; a write sent without waiting may be it too
+    tracker.end("FAILED")
+
+
+def test_a_training_process_that_dies_leaves_its_run_failed_not_running(store):
+    tracker = TrackerProcess(store, "exp", None)
+    run_id = tracker.start("a-run", {}, {})
+    tracker.log_metrics({"x": 1.0}, 1)
+    tracker._connection.close()  # as when the parent is killed: the child reads end-of-file
+    assert tracker._process.wait(timeout=60) == 0
+    run = MlflowClient(tracking_uri=store).get_run(run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.metrics == {"x": 1.0}  # what was sent before was written
