@@ -31,7 +31,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
-from rlplat.envs.probe import env_spaces  # the env probe rlplat-train's pre-check runs too
+from rlplat.envs.pool import EnvPoolTask
+from rlplat.envs.probe import entry_node, env_backend, env_spaces  # the env probe rlplat-train's pre-check runs too
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
@@ -175,8 +176,9 @@ def resolve_device(name: str) -> torch.device:
 
 
 def single_env(env_node: Mapping[str, Any]) -> Any:
-    """A factory of one env as the ``env`` node configures it."""
-    return lambda: ENVS.build("env", env_node)
+    """A factory of one gymnasium env as the ``env`` node configures it (whatever its backend)."""
+    node = entry_node(env_node)
+    return lambda: ENVS.build("env", node)
 
 
 def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
@@ -190,8 +192,9 @@ def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space
 
 
 def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) -> Any:
-    """``(num_envs, vectorization) -> VectorEnv``: the training env, transforms updating."""
-    make_one = single_env(env_node)
+    """``(num_envs, vectorization) -> VectorEnv``: the training env, transforms updating; its
+    envs are EnvPool's with ``env.backend=envpool``."""
+    make_one = EnvPoolTask.from_node(env_node) if env_backend(env_node) == "envpool" else single_env(env_node)
     return lambda num_envs, vectorization: VectorEnv(make_one, num_envs, list(transforms), True, vectorization)
 
 

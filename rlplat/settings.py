@@ -18,6 +18,10 @@ from rlplat.registry import ConfigError, check_kwargs
 
 DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
+TO_TARGET = "time/to_target_s"  # training seconds until an evaluation reached trainer.target_return
+TRAIN_SECONDS = "time/train_s"  # training seconds so far, logged at every log step
+LOWER_IS_BETTER = frozenset({TO_TARGET})
+"""Metrics that are better lower: reports rank them lowest first."""
 FINAL_METRICS = (
     "eval/return_mean",
     "eval/return_std",
@@ -30,7 +34,7 @@ FINAL_METRICS = (
     "rollout/return_max",
     "rollout/episode_length",
     "time/fps",
-    "time/to_target_s",
+    TO_TARGET,
 )
 """The metrics a run ends with (their last values): the end-of-run table, and what
 ``trainer.objective`` may name."""

@@ -26,11 +26,10 @@ from rlplat.collectors.base import Collector, Policy
 from rlplat.envs.base import Episode, VectorEnvLike
 from rlplat.losses.base import Loss
 from rlplat.optim import Optimizers, lr_factor
-from rlplat.settings import FINAL_METRICS, CheckpointConfig, TrainerConfig
+from rlplat.settings import FINAL_METRICS, TO_TARGET, TRAIN_SECONDS, CheckpointConfig, TrainerConfig
 from rlplat.transforms.base import Transform
 
 EVAL_SEED_OFFSET = 10_000
-TO_TARGET = "time/to_target_s"  # training seconds until an evaluation reached trainer.target_return
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class Trainer:
                 raise Interrupted(self.stop.signal, frames, self._write_periodic(frames))
             if TO_TARGET in progress.last:
                 break  # an evaluation reached trainer.target_return
-        elapsed = time.perf_counter() - start
+        elapsed, train_seconds = time.perf_counter() - start, self._train_seconds()
         self._write_final(collector.frames)
         nan = float("nan")
         never = float("inf") if config.target_return is not None else nan
@@ -263,7 +262,7 @@ class Trainer:
             TO_TARGET: progress.last.get(TO_TARGET, never),
             "time/fps": (collector.frames - first_frames) / elapsed if elapsed > 0 else nan,
             "frames": float(collector.frames),
-            "time/train_s": elapsed,
+            TRAIN_SECONDS: train_seconds,
         }
 
     def _log_step(self, outputs: list[TensorDict], frames: int, fps: float) -> bool:
@@ -272,7 +271,8 @@ class Trainer:
         evaluate = frames >= progress.next_eval or frames >= config.total_frames
         if frames < progress.next_log and not evaluate:
             return False
-        metrics = {"time/fps": fps, **self._update_metrics(outputs), **self._episode_metrics()}
+        metrics = {"time/fps": fps, TRAIN_SECONDS: self._train_seconds(), **self._update_metrics(outputs)}
+        metrics.update(self._episode_metrics())
         if evaluate:
             metrics.update(self._evaluate())
             progress.next_eval += config.eval_every_frames or config.total_frames

@@ -31,6 +31,7 @@ import torch
 
 from rlplat.collectors.base import Policy
 from rlplat.envs.base import Episode
+from rlplat.envs.probe import entry_node
 from rlplat.envs.vector import VectorEnv
 from rlplat.registry import ENVS, ConfigError
 from rlplat.transforms.base import TransformLike
@@ -93,7 +94,7 @@ def render_env_maker(env_node: Mapping[str, Any]) -> Callable[[], gymnasium.Env]
         ConfigError: when the env entry takes no ``render_mode`` (see :func:`check_renderable`).
     """
     check_renderable(env_node)
-    node = {**env_node, "render_mode": "rgb_array"}
+    node = {**entry_node(env_node), "render_mode": "rgb_array"}
     # rgb_array frames never open a window: without a display, SDL (pygame, which gymnasium's
     # classic-control renderers use) would probe for one and print errors on stderr.
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):

@@ -114,7 +114,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
         {
             "frames": int(summary["frames"]),
             "wall time (s)": summary["time/train_s"],
-            **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s"},
+            **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s" and v == v},  # v == v: not nan
         }
     )
     return summary[built.trainer.objective]

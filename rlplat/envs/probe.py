@@ -14,6 +14,26 @@ import gymnasium
 
 from rlplat.registry import ENVS, ConfigError, PluginError
 
+BACKENDS = ("gymnasium", "envpool")
+"""Engines of the training envs (``env.backend``): gymnasium's vector envs, or EnvPool's."""
+
+
+def env_backend(env_node: Mapping[str, Any]) -> str:
+    """The ``env.backend`` of the node (``gymnasium`` when absent).
+
+    Raises:
+        ConfigError: for an unknown backend.
+    """
+    backend = env_node.get("backend") or "gymnasium"
+    if backend not in BACKENDS:
+        raise ConfigError(f"env.backend={backend!r}: valid: {', '.join(BACKENDS)}")
+    return str(backend)
+
+
+def entry_node(env_node: Mapping[str, Any]) -> dict[str, Any]:
+    """The node as the env entry takes it: without ``backend``, which rlplat itself reads."""
+    return {key: value for key, value in env_node.items() if key != "backend"}
+
 
 def build_env(env_node: Mapping[str, Any]) -> Any:
     """Build one env as the ``env`` node configures it.
@@ -31,7 +51,7 @@ def build_env(env_node: Mapping[str, Any]) -> Any:
         PluginError: when the env's plugin fails to import.
     """
     try:
-        return ENVS.build("env", env_node)
+        return ENVS.build("env", entry_node(env_node))
     except (ConfigError, PluginError):
         raise
     except Exception as error:  # whatever third-party env code raises: reported in the user's terms
@@ -50,10 +70,15 @@ def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.
         ``(observation_space, action_space)``.
 
     Raises:
-        ConfigError: as :func:`build_env`.
+        ConfigError: as :func:`build_env`; for an unknown ``env.backend``, or with
+            ``envpool`` a node EnvPool cannot run (see :class:`rlplat.envs.pool.EnvPoolTask`).
         PluginError: when the env's plugin fails to import, or its entry returns something
             that is not a ``gymnasium.Env``.
     """
+    if env_backend(env_node) == "envpool":
+        from rlplat.envs.pool import EnvPoolTask
+
+        EnvPoolTask.from_node(env_node)  # installed, and the id is one of EnvPool's
     probe = build_env(env_node)
     if not isinstance(probe, gymnasium.Env):
         raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")

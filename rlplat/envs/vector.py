@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from rlplat.envs.base import Episode, Step
+from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
 from rlplat.registry import ConfigError
 from rlplat.transforms.base import TransformLike
 
@@ -37,7 +38,9 @@ class VectorEnv:
     transforms) and lengths in env steps, are recorded in :attr:`finished`.
 
     Args:
-        make_env: Callable returning one ``gymnasium.Env``.
+        make_env: Callable returning one ``gymnasium.Env``; or an
+            :class:`rlplat.envs.pool.EnvPoolTask` to step EnvPool's C++ envs instead
+            (``env.backend=envpool``).
         num_envs: Number of parallel envs B.
         transforms: Transforms applied to observations and rewards, in order.
         update_transforms: Whether this env updates the transforms' running statistics
@@ -51,7 +54,7 @@ class VectorEnv:
 
     def __init__(
         self,
-        make_env: Callable[[], gymnasium.Env],
+        make_env: Callable[[], gymnasium.Env] | EnvPoolTask,
         num_envs: int,
         transforms: Sequence[TransformLike] = (),
         update_transforms: bool = True,
@@ -59,10 +62,19 @@ class VectorEnv:
     ) -> None:
         if num_envs < 1:
             raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
-        if vectorization not in VECTORIZATION:
+        self.env: Any
+        if isinstance(make_env, EnvPoolTask):
+            if vectorization != "sync":
+                raise ConfigError(
+                    f"collector.vectorization={vectorization!r}: env.backend=envpool steps its envs in "
+                    "threads of its own; use sync"
+                )
+            self.env = EnvPoolVectorEnv(make_env, num_envs)
+        elif vectorization in VECTORIZATION:
+            vector_cls = gymnasium.vector.SyncVectorEnv if vectorization == "sync" else gymnasium.vector.AsyncVectorEnv
+            self.env = vector_cls([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        else:
             raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
-        vector_cls = gymnasium.vector.SyncVectorEnv if vectorization == "sync" else gymnasium.vector.AsyncVectorEnv
-        self.env = vector_cls([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
         self.num_envs = num_envs
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space

@@ -4,11 +4,13 @@ and n-step returns (Sutton 1988) as options."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.functional import n_step_return
@@ -92,24 +94,31 @@ class DQNLoss(nn.Module):
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` (n_step 1) or ``[N, n_step]`` windows -> ``loss_qvalue``; diagnostics
         ``q_mean``, ``target_mean``, ``epsilon``."""
-        window = batch.unsqueeze(1) if batch.batch_dims == 1 else batch  # [N, L]
-        window = window.transpose(0, 1)  # [L, N]: time first
-        L, N = window.batch_size
+        windows = batch.batch_dims == 2
+
+        def time_first(key: Any) -> Tensor:  # [L, N, ...]: the window's steps first
+            value = batch[key]
+            return value.transpose(0, 1) if windows else value.unsqueeze(0)
+
         with torch.no_grad():
-            next_observation = window[keys.NEXT_OBSERVATION].flatten(0, 1)  # [L * N, *obs]
+            next_observation = time_first(keys.NEXT_OBSERVATION)
+            L, N = next_observation.shape[:2]
+            next_observation = next_observation.flatten(0, 1)  # [L * N, *obs]
             next_q_target = self.q_target(next_observation)
             chooser = self.q(next_observation) if self.double_q else next_q_target
             next_value = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).view(L, N, 1)
             target = n_step_return(
-                window[keys.NEXT_REWARD],
+                time_first(keys.NEXT_REWARD),
                 next_value,
-                window[keys.NEXT_DONE],
-                window[keys.NEXT_TERMINATED],
+                time_first(keys.NEXT_DONE),
+                time_first(keys.NEXT_TERMINATED),
                 self.gamma,
                 self.n_step,
             )[0]  # [N, 1]
-        first = window[0]
-        q_taken = self.q(first[keys.OBSERVATION]).gather(-1, first[keys.ACTION].unsqueeze(-1))  # [N, 1]
+        observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
+        if windows:  # the loss is on each window's first step
+            observation, action = observation[:, 0], action[:, 0]
+        q_taken = self.q(observation).gather(-1, action.unsqueeze(-1))  # [N, 1]
         loss = F.smooth_l1_loss(q_taken, target)
         return TensorDict(
             {

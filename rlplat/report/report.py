@@ -7,7 +7,9 @@ number of runs (seeds), the mean, median and interquartile mean (IQM) of the fin
 with percentile confidence intervals from the stratified bootstrap, and, given a
 threshold, how many runs reached it and the median frames and wall seconds they took. Between
 groups: the probability of improvement P(A > B), the chance that a run of A scores above a
-run of B (ties count half), with its interval. Higher scores are better.
+run of B (ties count half), with its interval. Higher scores are better, but for a metric
+where lower is (:data:`rlplat.settings.LOWER_IS_BETTER`, e.g. ``time/to_target_s``): groups
+are then ranked lowest first and the improvement is P(A < B).
 
 Reference: Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical
 Precipice" (NeurIPS 2021).
@@ -28,6 +30,7 @@ import numpy as np
 
 from rlplat.report.curves import RunCurve
 from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
+from rlplat.settings import LOWER_IS_BETTER
 from rlplat.tags import DESCRIPTION_TAG
 
 ARTIFACT_DIR = "report"  # artifact folder of the report on the parent run, and folder in the sweep dir
@@ -67,7 +70,7 @@ class GroupResult:
 
 @dataclass(frozen=True)
 class Improvement:
-    """P(a run of ``better`` scores above a run of ``worse``), with its interval."""
+    """P(a run of ``better`` scores better than a run of ``worse``), with its interval."""
 
     better: str
     worse: str
@@ -87,6 +90,8 @@ class Report:
         threshold: The threshold, when given.
         confidence: Confidence level of the intervals, e.g. 0.95.
         left_out: Runs not compared, by reason (status, or "no <metric>").
+        lower_is_better: The metric is better lower (seconds to a target): groups ranked
+            lowest first, improvements P(A < B).
     """
 
     metric: str
@@ -97,6 +102,12 @@ class Report:
     threshold: float | None
     confidence: float
     left_out: dict[str, int] = field(default_factory=dict)
+    lower_is_better: bool = False
+
+    @property
+    def improvement_header(self) -> str:
+        """``P(A > B)``, or ``P(A < B)`` when lower is better."""
+        return "P(A < B)" if self.lower_is_better else "P(A > B)"
 
 
 def _short_labels(labels: Sequence[str]) -> tuple[dict[str, str], str]:
@@ -171,19 +182,21 @@ def compare(
         left_out: Runs not compared, by reason, to mention in the report.
 
     Returns:
-        The report, groups sorted by IQM, highest first.
+        The report, groups sorted by IQM, best first (highest, or lowest for a metric of
+        :data:`rlplat.settings.LOWER_IS_BETTER`).
 
     Raises:
         ValueError: when ``curves`` is empty.
     """
     if not curves:
         raise ValueError("no runs to compare")
+    lower = metric in LOWER_IS_BETTER
     short, shared = _short_labels(sorted({c.group for c in curves}))
     curves = [dataclasses.replace(c, group=short[c.group]) for c in curves]
     options: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
     groups = dict.fromkeys(c.group for c in curves)
     results = [_group_result(g, [c for c in curves if c.group == g], threshold, options) for g in groups]
-    results.sort(key=lambda r: -r.intervals["iqm"].value)
+    results.sort(key=lambda r: r.intervals["iqm"].value if lower else -r.intervals["iqm"].value)
     rank = {r.group: i for i, r in enumerate(results)}
     curves = sorted(curves, key=lambda c: rank[c.group])  # plots list the groups as the table does
     pairs = [(a, b) for i, a in enumerate(results) for b in results[i + 1 :]]
@@ -192,10 +205,9 @@ def compare(
     improvements = []
     for a, b in pairs:
         if set(a.scores) & set(b.scores):
-            improvements.append(
-                Improvement(a.group, b.group, probability_of_improvement(a.scores, b.scores, **options))
-            )
-    return Report(metric, results, improvements, curves, shared, threshold, confidence, dict(left_out or {}))
+            x, y = (b.scores, a.scores) if lower else (a.scores, b.scores)  # P(A < B) is P(B > A)
+            improvements.append(Improvement(a.group, b.group, probability_of_improvement(x, y, **options)))
+    return Report(metric, results, improvements, curves, shared, threshold, confidence, dict(left_out or {}), lower)
 
 
 def _interval(value: Interval) -> str:
@@ -239,7 +251,8 @@ def _caption(report: Report) -> str:
     runs, groups = sum(r.runs for r in report.groups), len(report.groups)
     text = (
         f"{runs} runs in {groups} group{'s' if groups != 1 else ''}; final {report.metric} per run; "
-        f"{report.confidence:.0%} intervals by stratified bootstrap (Agarwal et al. 2021); higher is better"
+        f"{report.confidence:.0%} intervals by stratified bootstrap (Agarwal et al. 2021); "
+        f"{'lower' if report.lower_is_better else 'higher'} is better"
     )
     if report.shared:
         text += f"; all runs: {report.shared}"
@@ -264,7 +277,7 @@ def report_markdown(report: Report, images: Sequence[str] = ()) -> str:
     lines += ["| " + " | ".join(_cells(report, r)) + " |" for r in report.groups]
     if report.improvements:
         level = f"{report.confidence:.0%} CI"
-        lines += ["", f"| A | B | P(A > B) [{level}] |", "|---|---|---:|"]
+        lines += ["", f"| A | B | {report.improvement_header} [{level}] |", "|---|---|---:|"]
         lines += [f"| {i.better} | {i.worse} | {_probability(i.probability)} |" for i in report.improvements]
     lines += ["", _caption(report) + "."]
     for image in images:
@@ -313,7 +326,7 @@ def print_report(report: Report, console: Any = None) -> None:
         pairs = Table(title="probability of improvement")
         pairs.add_column("A", overflow="fold")
         pairs.add_column("B", overflow="fold")
-        pairs.add_column(f"P(A > B) [{level}]", justify="right")
+        pairs.add_column(f"{report.improvement_header} [{level}]", justify="right")
         for i in report.improvements:
             pairs.add_row(i.better, i.worse, _probability(i.probability))
         console.print(pairs)

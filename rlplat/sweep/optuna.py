@@ -79,7 +79,7 @@ ENV_SEEDS = "RLPLAT_OPTUNA_SEEDS"  # the trial's seeds_per_trial
 SEED_AGGREGATES = ("mean", "median", "iqm")
 PRUNER_ATTR = "rlplat.pruner"  # study user attribute: the pruner config, so jobs build the same
 SAMPLERS = ("tpe", "random")
-PRUNERS = ("median", "successive_halving", "none")
+PRUNERS = ("median", "successive_halving", "worse_than_best", "none")
 
 
 @dataclass
@@ -95,7 +95,7 @@ class SamplerConf:
 class PrunerConf:
     """``hydra.sweeper.pruner``: when a running trial stops early. Steps are frames."""
 
-    name: str = "median"  # median, successive_halving, or none
+    name: str = "median"  # median, successive_halving, worse_than_best, or none
     n_startup_trials: int = 5  # median: trials that complete before any pruning
     n_warmup_steps: int = 0  # median: frames of a trial before it can be pruned
     interval_steps: int = 1  # median: frames between pruning checks (each report is checked when 1)
@@ -153,9 +153,45 @@ def make_pruner(conf: dict[str, Any]) -> Any:
         return optuna.pruners.SuccessiveHalvingPruner(
             min_resource=conf["min_resource"], reduction_factor=conf["reduction_factor"]
         )
+    if conf["name"] == "worse_than_best":
+        return worse_than_best_pruner(conf["n_warmup_steps"])
     if conf["name"] == "none":
         return optuna.pruners.NopPruner()
     raise ConfigError(f"hydra.sweeper.pruner.name={conf['name']!r}: valid: {', '.join(PRUNERS)}")
+
+
+def worse_than_best_pruner(n_warmup_steps: int) -> Any:
+    """A pruner that stops a trial once its last intermediate value is already worse than the
+    best completed trial's value.
+
+    For objectives that a running trial can only make worse, such as the seconds to a target
+    return (``trainer.objective=time/to_target_s``, minimised: a trial that has not reached
+    the target after t seconds cannot reach it in fewer), this prunes exactly the trials
+    that cannot win, whatever the others' learning curves; for other objectives it is not
+    meaningful.
+
+    Args:
+        n_warmup_steps: Frames of a trial before it can be pruned.
+    """
+    import optuna
+
+    class WorseThanBestPruner(optuna.pruners.BasePruner):
+        def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+            step = trial.last_step
+            if step is None or step < n_warmup_steps:
+                return False
+            complete = optuna.trial.TrialState.COMPLETE
+            finished = [
+                t.value for t in study.get_trials(deepcopy=False) if t.state == complete and t.value is not None
+            ]
+            if not finished:
+                return False
+            value = trial.intermediate_values[step]
+            if study.direction == optuna.study.StudyDirection.MINIMIZE:
+                return bool(value > min(finished))
+            return bool(value < max(finished))
+
+    return WorseThanBestPruner()
 
 
 def open_storage(spec: str) -> Any:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rlplat.settings import TO_TARGET, TRAIN_SECONDS
 from rlplat.sweep.optuna import (
     ENV_SEED_INDEX,
     ENV_SEEDS,
@@ -114,9 +115,9 @@ class TrialReporter:
         """
         import optuna
 
-        if self.objective not in metrics:
+        value = self._value(metrics)
+        if value is None:
             return
-        value = float(metrics[self.objective])
         if self.seeds == 1:
             self.trial.report(value, step=frames)
             prune = self.trial.should_prune()
@@ -124,6 +125,15 @@ class TrialReporter:
             prune = self._report_mean_of_seeds(value, frames)
         if prune:
             raise optuna.TrialPruned(f"trial {self.number} pruned at {frames} frames ({self.objective} {value:.2f})")
+
+    def _value(self, metrics: Mapping[str, float]) -> float | None:
+        """The objective in ``metrics``; for ``time/to_target_s`` not reached yet, the
+        training seconds so far (``time/train_s``), a lower bound of it. None when absent."""
+        if self.objective in metrics:
+            return float(metrics[self.objective])
+        if self.objective == TO_TARGET and TRAIN_SECONDS in metrics:
+            return float(metrics[TRAIN_SECONDS])
+        return None
 
     def _report_mean_of_seeds(self, value: float, frames: int) -> bool:
         """Record this seed's value at ``frames``; report the seeds' mean once all have one.

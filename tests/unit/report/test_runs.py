@@ -127,3 +127,20 @@ def test_single_run_groups_have_collapsed_intervals(recorded):
     assert iqm.value == iqm.low == iqm.high == -200.0
     assert not report.improvements and math.isnan(only.frames_to_threshold)
     assert np.isclose(only.wall_seconds, 3.0)
+
+
+def test_seconds_to_a_target_rank_lowest_first_with_the_improvement_the_other_way():
+    from rlplat.report.curves import RunCurve
+
+    def run(group: str, seed: int, seconds: float) -> RunCurve:
+        frames = np.array([5000])
+        return RunCurve(f"{group}{seed}", group, "", seed, frames, np.array([seconds]), np.array([seconds]), seconds)
+
+    fast = [run("preset=fast", s, v) for s, v in enumerate((2.0, 2.5, 3.0))]
+    slow = [run("preset=slow", s, v) for s, v in enumerate((6.0, 7.0, 8.0))]
+    report = compare([*slow, *fast], "time/to_target_s")
+    assert [g.group for g in report.groups] == ["preset=fast", "preset=slow"]
+    [improvement] = report.improvements
+    assert (improvement.better, improvement.worse) == ("preset=fast", "preset=slow")
+    assert improvement.probability.value == 1.0  # every fast run is below every slow one
+    assert report.improvement_header == "P(A < B)" and "lower is better" in report_markdown(report)

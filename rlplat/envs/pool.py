@@ -1,0 +1,132 @@
+"""EnvPool as the training envs' engine (``env.backend=envpool``): C++ vector envs, stepped in
+threads outside Python's interpreter lock, for the gymnasium ids EnvPool implements (classic
+control, MuJoCo, Atari, ...). Install with ``pip install 'rlplat[envpool]'``.
+
+EnvPool autoresets an env on the step after its episode ended (gymnasium's NEXT_STEP mode),
+returning the true final observation at the end. :class:`EnvPoolVectorEnv` resets the
+finished envs at once instead and hands over their final observations in
+``info["final_obs"]``, as gymnasium's SAME_STEP mode does, so that
+:class:`rlplat.envs.vector.VectorEnv` treats both engines alike. Evaluation envs stay
+gymnasium's (their seeded resets are what make evaluations reproducible); EnvPool ports the
+same dynamics.
+
+Limits: an env's internal state cannot be saved, so a resumed run starts new episodes
+(as with ``collector.vectorization=async``), and the envs are seeded when the pool is made
+(a reset with a seed makes a new pool).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlplat.registry import ConfigError, closest
+
+INSTALL = "pip install 'rlplat[envpool]'"
+
+
+@dataclass(frozen=True)
+class EnvPoolTask:
+    """What the ``env`` node asks EnvPool for.
+
+    Attributes:
+        id: The gymnasium id (``env.id``), e.g. ``CartPole-v1``.
+        max_episode_steps: Time limit in env steps; None keeps the task's own.
+        kwargs: EnvPool's options for the task (``env.kwargs``), e.g. ``num_threads``.
+    """
+
+    id: str
+    max_episode_steps: int | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_node(cls, env_node: Mapping[str, Any]) -> EnvPoolTask:
+        """The task of an ``env`` node with ``backend: envpool``.
+
+        Raises:
+            ConfigError: when the node is not the ``gym`` entry (EnvPool knows gymnasium ids,
+                not plugin envs), EnvPool is not installed, or it does not know the id (with
+                the closest ids it knows).
+        """
+        if env_node.get("name") != "gym":
+            raise ConfigError(
+                f"env.backend=envpool: env {env_node.get('name')!r} is no gymnasium id; EnvPool runs the ids "
+                "it implements (env=cartpole, env=pendulum, or env=gym env.id=...)"
+            )
+        try:
+            import envpool
+        except ImportError:
+            raise ConfigError(f"env.backend=envpool: the envpool package is not installed: {INSTALL}") from None
+        env_id = str(env_node.get("id"))
+        known = envpool.list_all_envs()
+        if env_id not in known:
+            suggestion = closest(env_id, known)
+            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+            raise ConfigError(f"env.backend=envpool: EnvPool has no task env.id={env_id!r}.{hint}")
+        kwargs = dict(env_node.get("kwargs") or {})
+        return cls(env_id, env_node.get("max_episode_steps"), kwargs)
+
+
+class EnvPoolVectorEnv:
+    """B envs of one EnvPool task, with gymnasium's SAME_STEP autoreset.
+
+    Args:
+        task: The task.
+        num_envs: Parallel envs B.
+        seed: Seed of the pool (env i gets ``seed + i``, EnvPool's rule).
+
+    Attributes:
+        num_envs: B.
+        single_observation_space: One env's observation space.
+        single_action_space: One env's action space.
+    """
+
+    def __init__(self, task: EnvPoolTask, num_envs: int, seed: int = 0) -> None:
+        self.task = task
+        self.num_envs = num_envs
+        self._pool = self._make(seed)
+        self.single_observation_space = self._pool.observation_space
+        self.single_action_space = self._pool.action_space
+
+    def _make(self, seed: int) -> Any:
+        import envpool
+
+        options: dict[str, Any] = {"num_threads": min(self.num_envs, os.cpu_count() or 1), **self.task.kwargs}
+        if self.task.max_episode_steps is not None:
+            options["max_episode_steps"] = self.task.max_episode_steps
+        try:
+            return envpool.make(self.task.id, env_type="gymnasium", num_envs=self.num_envs, seed=seed, **options)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise ConfigError(
+                f"env.kwargs={self.task.kwargs!r} rejected by EnvPool's {self.task.id!r}: {error}"
+            ) from None
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every env; with a seed, in a new pool seeded ``seed``."""
+        if seed is not None:
+            self._pool.close()
+            self._pool = self._make(seed)
+        observation, info = self._pool.reset()
+        return observation, info
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env; the envs whose episode ended are reset at once, their final
+        observations in ``info["final_obs"]`` (a row per env, None where none ended)."""
+        observation, reward, terminated, truncated, info = self._pool.step(action)
+        done = terminated | truncated
+        if done.any():
+            ended = np.flatnonzero(done)
+            final = np.empty(self.num_envs, dtype=object)
+            final[ended] = list(observation[ended])
+            observation = observation.copy()
+            observation[ended] = self._pool.reset(ended)[0]
+            info = {**info, "final_obs": final}
+        return observation, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Stop the pool's threads."""
+        self._pool.close()
