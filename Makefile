@@ -7,9 +7,12 @@ BIN := $(VENV)/bin
 # what training needs; then the extras the tests, linters and sweeps on Slurm or Ray need
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard
+DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool
+# the peers of make bench-peers, in a virtualenv of their own, pinned
+PEERS_VENV ?= .venv-peers
+PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
 
-.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps docs-images clean
+.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps bench-peers docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +26,13 @@ $(DEV_STAMP): $(STAMP)
 
 install: $(STAMP)  ## create the virtualenv and install rlplat (editable): what training needs
 
-install-dev: $(DEV_STAMP)  ## also the test, lint, video, Slurm, Ray and TensorBoard extras
+$(PEERS_VENV)/.installed:
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet "$(TORCH)"
+	$(PEERS_VENV)/bin/pip install --quiet $(PEERS)
+	touch $@
+
+install-dev: $(DEV_STAMP)  ## also the test, lint, video, Slurm, Ray, TensorBoard and EnvPool extras
 
 train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in outputs/mlflow.db
 	$(BIN)/rlplat-train algo=ppo env=pendulum
@@ -53,8 +62,11 @@ bench-learning: $(STAMP)  ## rerun the README results table (5 seeds per pair) a
 bench-sweeps: $(DEV_STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
 	$(BIN)/python benchmarks/sweeps.py
 
+bench-peers: $(STAMP) $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, README
+	$(BIN)/python benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python
+
 docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)
 	RLPLAT_SCREENSHOT=$(CURDIR)/docs/images/mlflow_parent_run.png $(BIN)/pytest -q -rs tests/integration/test_mlflow_ui.py
 
 clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(PEERS_VENV) build *.egg-info

@@ -271,14 +271,15 @@ class Trainer:
         evaluate = frames >= progress.next_eval or frames >= config.total_frames
         if frames < progress.next_log and not evaluate:
             return False
-        metrics = {"time/fps": fps, TRAIN_SECONDS: self._train_seconds(), **self._update_metrics(outputs)}
+        metrics = {"time/fps": fps, **self._update_metrics(outputs)}
         metrics.update(self._episode_metrics())
         if evaluate:
             metrics.update(self._evaluate())
             progress.next_eval += config.eval_every_frames or config.total_frames
-            target = config.target_return
-            if target is not None and metrics["eval/return_mean"] >= target and TO_TARGET not in progress.last:
-                metrics[TO_TARGET] = self._train_seconds()
+        metrics[TRAIN_SECONDS] = self._train_seconds()  # this step's evaluation included
+        target = config.target_return
+        if evaluate and target is not None and metrics["eval/return_mean"] >= target and TO_TARGET not in progress.last:
+            metrics[TO_TARGET] = metrics[TRAIN_SECONDS]
         progress.last.update(metrics)
         self._notify("on_log", metrics, frames)
         progress.next_log = frames + config.log_every_frames

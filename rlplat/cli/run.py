@@ -47,7 +47,8 @@ class RunSpec:
         callbacks: More trainer callbacks (e.g. periodic videos).
         tracker: The tracker to record the run with, started before the parts were built
             (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
-            torch); None opens an in-process one (``resume=``, which has MLflow loaded).
+            torch); None opens an in-process one (a process with MLflow loaded already:
+            ``resume=``, a sweep's later jobs).
     """
 
     output_dir: Path

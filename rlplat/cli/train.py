@@ -82,13 +82,14 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
 
 
 def start_tracker(cfg: DictConfig) -> Any:
-    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node, or None
-    when tracking is off."""
+    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node; None when
+    tracking is off, or when this process has MLflow loaded already (a sweep's launcher
+    process, after its first job): the run then opens an in-process tracker at no cost."""
     from rlplat.settings import TrackingConfig
     from rlplat.tracking.process import TrackerProcess
 
     tracking = TrackingConfig.from_node(cfg.tracking)
-    if not tracking.enabled:
+    if not tracking.enabled or "mlflow" in sys.modules:
         return None
     return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location)
 

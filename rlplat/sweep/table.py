@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rlplat.settings import LOWER_IS_BETTER
 from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
 
 
@@ -30,7 +31,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
     Args:
         client: An ``mlflow.MlflowClient`` on the parent's store.
         parent: The sweep's parent run.
-        objective: Metric the jobs are sorted by, descending (larger is better).
+        objective: Metric the jobs are sorted by: descending, but ascending for a metric of
+            :data:`rlplat.settings.LOWER_IS_BETTER` (seconds to a target).
 
     Returns:
         One row per child run; ties and unusable rows in job order.
@@ -55,7 +57,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
 
     def rank(row: JobRow) -> tuple[int, float, int]:
         usable = row.status == "FINISHED" and not math.isnan(row.objective)
-        return (0 if usable else 1, -row.objective if usable else 0.0, row.job)
+        sign = 1.0 if objective in LOWER_IS_BETTER else -1.0
+        return (0 if usable else 1, sign * row.objective if usable else 0.0, row.job)
 
     return sorted(rows, key=rank)
 

@@ -7,10 +7,10 @@
 * :mod:`rlplat.tracking.records`: the params and tags of a run and the trainer callback that
   records metrics and checkpoints (light).
 
-This package's own import is light: the store is imported only where it is used.
+This package's own import is light: the store is imported only where it is used (and the
+process module, which also runs as the child's ``python -m`` entry, only where it is used).
 """
 
-from rlplat.tracking.process import TrackerProcess
 from rlplat.tracking.records import TrackerCallback, flatten, run_tags
 
-__all__ = ["TrackerCallback", "TrackerProcess", "flatten", "run_tags"]
+__all__ = ["TrackerCallback", "flatten", "run_tags"]

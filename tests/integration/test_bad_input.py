@@ -34,7 +34,7 @@ NEEDLES = {
     "loss.gamma=1.5": ["loss.gamma=1.5", "[0, 1]"],
     "algo=sac loss.tau=0": ["loss.tau=0", "(0, 1]"],
     "collector.num_envs=0": ["collector.num_envs=0", "at least 1"],
-    "buffer.minibatch_size=100000": ["buffer.minibatch_size=100000", "[1, 4096]", "collector.num_envs"],
+    "buffer.minibatch_size=100000": ["buffer.minibatch_size=100000", "[1, 2048]", "collector.num_envs"],
     "optim.lr=0": ["optim.lr=0", "> 0"],
     "env.id=NoSuchEnv-v0": ["env.id='NoSuchEnv-v0'", "doesn't exist"],
     "env.id=FrozenLake-v1 env.kwargs.map_name=9x9": ["env 'gym'", "FrozenLake-v1", "failed to build", "KeyError"],

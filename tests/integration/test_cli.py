@@ -130,12 +130,13 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
 def compatible_pairs():
     """Every algo preset with every env preset whose action space it can act in."""
     from rlplat.build import action_spaces
+    from rlplat.envs.probe import build_env
     from rlplat.hydra_ext import compose_config, yaml_options
-    from rlplat.registry import ENVS, LOSSES
+    from rlplat.registry import LOSSES
 
     pairs = []
     for env in sorted(yaml_options("env")):
-        space = ENVS.build("env", dict(compose_config([f"env={env}"]).env)).action_space
+        space = build_env(dict(compose_config([f"env={env}"]).env)).action_space
         for algo in sorted(yaml_options("algo")):
             loss = LOSSES.get(compose_config([f"algo={algo}"]).loss.name)
             if isinstance(space, action_spaces(loss)):

@@ -47,7 +47,7 @@ def test_every_algo_env_preset_builds_and_runs_updates_or_names_the_mismatch(alg
         ("trainer.device=tpu", "trainer.device='tpu': valid: cpu, cuda, auto"),
         ("trainer.totl_frames=5", "Did you mean 'total_frames'"),
         ("network.hiden_sizes=[8]", "Did you mean 'hidden_sizes'"),
-        ("buffer.minibatch_size=100000", "buffer.minibatch_size=100000: must be in [1, 4096]"),
+        ("buffer.minibatch_size=100000", "buffer.minibatch_size=100000: must be in [1, 2048]"),
         ("env.id=NoSuchEnv-v0", "env.id='NoSuchEnv-v0'"),
     ],
 )

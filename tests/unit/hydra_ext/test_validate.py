@@ -97,7 +97,7 @@ def test_a_parameter_group_of_optim_defaults_to_the_shared_settings():
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        (["trainer.total_frames=abc"], "trainer.total_frames='abc': must be an integer (int), like the default 102400"),
+        (["trainer.total_frames=abc"], "trainer.total_frames='abc': must be an integer (int), like the default 61440"),
         (["algo=ppo", "env=cartpole", "optim.lr=[1]"], "optim.lr=[1]: must be a number (float), like the default"),
         (["seed=minus"], "seed='minus': must be an integer (int), like the default 0"),
         (["seed=-1"], "seed=-1: must be an integer >= 0"),

@@ -11,8 +11,8 @@ import pytest
 from mlflow import MlflowClient
 
 from rlplat.registry import ConfigError
-from rlplat.tracking import TrackerCallback, TrackerProcess
-from rlplat.tracking.process import TrackingError
+from rlplat.tracking import TrackerCallback
+from rlplat.tracking.process import TrackerProcess, TrackingError
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_a_run_recorded_through_the_process_holds_params_metrics_tags_and_artifa
 def test_the_process_that_records_through_it_never_imports_mlflow(store):
     code = (
         "import sys\n"
-        "from rlplat.tracking import TrackerProcess\n"
+        "from rlplat.tracking.process import TrackerProcess\n"
         f"tracker = TrackerProcess({store!r}, 'exp', None)\n"
         "tracker.start('a-run', {'p': '1'}, {})\n"
         "tracker.log_metrics({'x': 1.0}, 1)\n"
@@ -54,6 +54,7 @@ def test_the_process_that_records_through_it_never_imports_mlflow(store):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+    assert out.stderr == ""  # the child (it shares the parent's stderr) says nothing when all goes well
     [run] = MlflowClient(tracking_uri=store).search_runs(
         [MlflowClient(tracking_uri=store).get_experiment_by_name("exp").experiment_id]
     )

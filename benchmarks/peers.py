@@ -1,0 +1,530 @@
+"""Side-by-side speed benchmark: rlplat against Stable-Baselines3 (with RL-Zoo's tuned
+hyperparameters), TorchRL and a CleanRL-style script, on this machine.
+
+    make bench-peers                                    # every row; writes benchmarks/peers.json and README
+    python benchmarks/peers.py --rows ppo collection --repeats 2 --peers-python .venv-peers/bin/python
+
+Every measurement is a fresh process; the libraries run in turn (A B C A B C ...), each
+repetition in the same order, so that a drift of the machine's speed hits all of them; each
+figure is the median over the repetitions, and each rlplat/peer ratio the median of the
+ratios of the same repetition, with a 95% percentile-bootstrap interval
+(``scipy.stats.bootstrap``; with 3 repetitions it spans the pairs' range). Rows:
+
+1. ``ppo``: framework overhead of PPO at identical settings (``settings.PPO_OVERHEAD``):
+   frames per second of the training loop.
+2. ``sac``: framework overhead of SAC, 256 x 256, one update of batch 256 per frame
+   (``settings.SAC_OVERHEAD``), against the arithmetic bound computed from the measured
+   matrix-product rate; and rlplat's own 64-unit SAC preset.
+3. ``target``: seconds to the first evaluation at or above the threshold with each
+   library's best preset, evaluated every 5,000 frames on 10 episodes: from the command's
+   start, and of training alone.
+4. ``collection``: rlplat's collector with PPO's policy in 16 envs against gymnasium's own
+   vector env stepped with random actions.
+5. ``startup``: command to first env step on an existing and on a new store, and the peak
+   resident memory of the largest process of a small run.
+
+The peers run in their own virtualenv (``--peers-python``; ``make bench-peers`` creates it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "benchmarks" / "peers"
+sys.path.insert(0, str(PEERS))
+from settings import EVAL_EPISODES, EVAL_EVERY_FRAMES, PPO_OVERHEAD, SAC_OVERHEAD, TARGETS  # noqa: E402
+
+README_START = "<!-- peers: benchmarks/peers.json -->"
+README_END = "<!-- end peers -->"
+ROWS = ("ppo", "sac", "target", "collection", "startup")
+TIANSHOU = {"ppo_cartpole": 6.0, "ppo_pendulum": 16.0, "sac_pendulum": 36.0}
+"""Seconds Tianshou's README once reported on an i7 laptop: PPO CartPole to 195, PPO
+Pendulum to -250, SAC Pendulum to -250 (thresholds below ours)."""
+EXPERIMENT = "bench-peers"
+
+
+@dataclass
+class Completed:
+    """A finished process: its result line, output, and what the OS measured."""
+
+    result: dict[str, Any]
+    stderr: str
+    started: float  # time.time() just before the process was started
+    seconds: float
+    max_rss_mb: float  # peak resident memory of the process or any child it waited for
+
+
+def run(argv: Sequence[str], timeout_s: float = 1800.0, cwd: Path = ROOT) -> Completed:
+    """Run ``argv`` as a fresh process (``BENCH_T0`` set to its start time) and parse its
+    ``RESULT {json}`` line, if any.
+
+    Raises:
+        RuntimeError: when it fails or times out, with the end of its stderr.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.time()
+        process = subprocess.Popen(
+            list(argv), cwd=cwd, stdout=out, stderr=err, env={**os.environ, "BENCH_T0": repr(started)}
+        )
+        timer = threading.Timer(timeout_s, process.kill)
+        timer.start()
+        _, status, usage = os.wait4(process.pid, 0)
+        timer.cancel()
+        seconds = time.time() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}:\n{stderr[-3000:]}")
+    lines = [line[len("RESULT ") :] for line in stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(lines[-1]) if lines else {}
+    return Completed(result, stderr, started, seconds, usage.ru_maxrss / 1024)
+
+
+class Rlplat:
+    """Runs ``rlplat-train`` into a store of its own and reads the run back from MLflow."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.uri = f"sqlite:///{folder / 'mlflow.db'}"
+        self.script = shutil.which("rlplat-train") or str(Path(sys.executable).parent / "rlplat-train")
+
+    def train(self, overrides: Sequence[str], uri: str | None = None) -> dict[str, Any]:
+        """Run the command; return its metrics (last values), the run's timestamps and the
+        process's measurements."""
+        from mlflow import MlflowClient
+
+        uri = uri or self.uri
+        args = [*overrides, f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}", "hydra.run.dir=outputs/run"]
+        with tempfile.TemporaryDirectory(dir=self.folder) as cwd:
+            completed = run([self.script, *args], cwd=Path(cwd))
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name(EXPERIMENT)
+        [latest] = client.search_runs(
+            [experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1
+        )
+        result = {key: value for key, value in latest.data.metrics.items()}
+        if "time/to_target_s" in result:
+            [hit] = client.get_metric_history(latest.info.run_id, "time/to_target_s")
+            result["hit_seconds"] = hit.timestamp / 1000 - completed.started  # from the command's start
+            result["hit_frames"] = hit.step
+        result["wall_seconds"] = completed.seconds
+        result["max_rss_mb"] = completed.max_rss_mb
+        return result
+
+
+def ratio_summary(ours: Sequence[float], theirs: Sequence[float], higher_is_better: bool = True) -> dict[str, Any]:
+    """Median and 95% bootstrap interval of the per-repetition ratios ours/theirs."""
+    from scipy import stats
+
+    pairs = np.array([a / b for a, b in zip(ours, theirs)], dtype=np.float64)
+    if len(pairs) < 2 or np.ptp(pairs) == 0:
+        low = high = float(np.median(pairs))
+    else:
+        interval = stats.bootstrap(
+            (pairs,), np.median, confidence_level=0.95, method="percentile", random_state=0, n_resamples=2000
+        ).confidence_interval
+        low, high = float(interval.low), float(interval.high)
+    return {"pairs": pairs.tolist(), "median": float(np.median(pairs)), "low": low, "high": high}
+
+
+def _ppo_overrides() -> list[str]:
+    s = PPO_OVERHEAD
+    return [
+        "algo=ppo",
+        "env=pendulum",
+        "~transforms.obs_norm",  # the peers' runs do not normalise observations
+        f"collector.num_envs={s['num_envs']}",
+        f"collector.steps_per_env={s['steps_per_env']}",
+        f"buffer.epochs={s['epochs']}",
+        f"buffer.minibatch_size={s['minibatch_size']}",
+        f"network.hidden_sizes=[{s['hidden'][0]}]",
+        f"loss.features={s['hidden'][1]}",
+        f"loss.gamma={s['gamma']}",
+        f"loss.gae_lambda={s['gae_lambda']}",
+        f"loss.clip_epsilon={s['clip_epsilon']}",
+        f"optim.lr={s['lr']}",
+        f"optim.max_grad_norm={s['max_grad_norm']}",
+        "trainer.lr_schedule=constant",
+        f"trainer.total_frames={s['frames']}",
+        "trainer.eval_every_frames=0",
+        "trainer.eval_episodes=1",
+        "checkpoint.every_frames=0",
+    ]
+
+
+def _sac_overrides() -> list[str]:
+    s = SAC_OVERHEAD
+    return [
+        "algo=sac",
+        "env=pendulum",
+        "~tuned",  # the 256 x 256 preset of conf/algo/sac.yaml
+        f"network.hidden_sizes=[{s['hidden'][0]}]",
+        f"loss.features={s['hidden'][1]}",
+        f"buffer.batch_size={s['batch_size']}",
+        f"buffer.capacity={s['buffer_size']}",
+        f"buffer.learning_starts={s['learning_starts']}",
+        f"loss.warmup_frames={s['learning_starts']}",
+        f"loss.gamma={s['gamma']}",
+        f"loss.tau={s['tau']}",
+        f"optim.lr={s['lr']}",
+        f"trainer.total_frames={s['frames']}",
+        "trainer.eval_every_frames=0",
+        "trainer.eval_episodes=1",
+        "checkpoint.every_frames=0",
+    ]
+
+
+SAC_PRESET = ["algo=sac", "env=pendulum", "trainer.total_frames=10000", "trainer.eval_every_frames=0"]
+
+
+def sac_update_mflop(obs_dim: int = 3, act_dim: int = 1) -> float:
+    """MFLOP of one SAC update at SAC_OVERHEAD's sizes: 4 actor passes' worth (next-action
+    forward, forward, backward of weights and inputs) and 12 critic passes' worth (2 target
+    and 2 online critics forward, their backward, 2 critics forward on the new actions and
+    their input gradients), a pass of a Linear(i, o) on N rows being 2 N i o FLOP."""
+    n, (h1, h2) = SAC_OVERHEAD["batch_size"], SAC_OVERHEAD["hidden"]
+    actor = 2 * n * (obs_dim * h1 + h1 * h2 + h2 * 2 * act_dim)
+    critic = 2 * n * ((obs_dim + act_dim) * h1 + h1 * h2 + h2)
+    return (4 * actor + 12 * critic) / 1e6
+
+
+def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: Path) -> dict[str, Any]:
+    """Run the rows; returns what they measured, run by run."""
+    rlplat = Rlplat(folder)
+    here = sys.executable
+    out: dict[str, Any] = {}
+
+    def peer(script: str, *args: str) -> dict[str, Any]:
+        return run([peers_python, str(PEERS / script), *args]).result
+
+    if "ppo" in rows:
+        runs: dict[str, list[float]] = {"rlplat": [], "rlplat compiled": [], "sb3": [], "torchrl": [], "cleanrl": []}
+        for rep in range(repeats):
+            runs["rlplat"].append(rlplat.train([*_ppo_overrides(), f"seed={rep}"])["time/fps"])
+            compiled = [*_ppo_overrides(), f"seed={rep}", "trainer.compile=true"]
+            runs["rlplat compiled"].append(rlplat.train(compiled)["time/fps"])
+            runs["sb3"].append(peer("sb3_run.py", "ppo_overhead", "--seed", str(rep))["fps"])
+            runs["torchrl"].append(peer("torchrl_run.py", "ppo_overhead", "--seed", str(rep))["fps"])
+            runs["cleanrl"].append(peer("cleanrl_style.py", "ppo_overhead", "--seed", str(rep))["fps"])
+            print(f"ppo {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
+        out["ppo"] = {"settings": PPO_OVERHEAD, "fps": runs}
+
+    if "sac" in rows:
+        runs = {"rlplat": [], "sb3": [], "torchrl": [], "cleanrl": [], "rlplat 64-unit preset": []}
+        gflops = []
+        for rep in range(repeats):
+            gflops.append(run([here, str(PEERS / "rlplat_run.py"), "matmul"]).result["gflops"])
+            runs["rlplat"].append(rlplat.train([*_sac_overrides(), f"seed={rep}"])["time/fps"])
+            runs["sb3"].append(peer("sb3_run.py", "sac_overhead", "--seed", str(rep))["fps"])
+            runs["torchrl"].append(peer("torchrl_run.py", "sac_overhead", "--seed", str(rep))["fps"])
+            runs["cleanrl"].append(peer("cleanrl_style.py", "sac_overhead", "--seed", str(rep))["fps"])
+            runs["rlplat 64-unit preset"].append(rlplat.train([*SAC_PRESET, f"seed={rep}"])["time/fps"])
+            print(f"sac {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
+        out["sac"] = {
+            "settings": SAC_OVERHEAD,
+            "fps": runs,
+            "matmul_gflops": gflops,
+            "update_mflop": sac_update_mflop(),
+        }
+
+    if "target" in rows:
+        targets: dict[str, Any] = {}
+        for name, (algo, _, env, threshold) in TARGETS.items():
+            runs_t: dict[str, list[dict[str, Any]]] = {"rlplat": [], "sb3": []}
+            for seed in range(repeats):
+                result = rlplat.train(
+                    [
+                        f"algo={algo}",
+                        f"env={env}",
+                        f"seed={seed}",
+                        f"trainer.target_return={threshold}",
+                        f"trainer.eval_every_frames={EVAL_EVERY_FRAMES}",
+                        f"trainer.eval_episodes={EVAL_EPISODES}",
+                    ]
+                )
+                reached = "hit_seconds" in result
+                runs_t["rlplat"].append(
+                    {
+                        "reached": reached,
+                        "seconds": result["hit_seconds"] if reached else result["wall_seconds"],
+                        "train_seconds": result.get("time/to_target_s", float("inf")),
+                        "frames": result.get("hit_frames"),
+                    }
+                )
+                runs_t["sb3"].append(peer("sb3_run.py", f"target:{name}", "--seed", str(seed)))
+                print(f"{name} seed {seed}: rlplat {runs_t['rlplat'][-1]}, sb3 {runs_t['sb3'][-1]}", flush=True)
+            targets[name] = {"threshold": threshold, "runs": runs_t}
+        out["target"] = targets
+
+    if "collection" in rows:
+        collection: dict[str, Any] = {}
+        for env in ("pendulum", "cartpole"):
+            runs = {"rlplat": [], "raw": []}
+            for _ in range(repeats):
+                for task in ("collection", "raw"):
+                    command = [here, str(PEERS / "rlplat_run.py"), task, "--env", env]
+                    runs["rlplat" if task == "collection" else "raw"].append(run(command).result["fps"])
+            print(f"collection {env}: {runs}", flush=True)
+            collection[env] = {"num_envs": 16, "fps": runs}
+        out["collection"] = collection
+
+    if "startup" in rows:
+        small = ["algo=ppo", "env=cartpole", "trainer.total_frames=1024", "trainer.eval_episodes=2"]
+        rlplat.train(small)  # the existing store
+        existing, new, rss = [], [], []
+        for rep in range(repeats):
+            result = rlplat.train(small)
+            existing.append(result["time/startup_s"])
+            rss.append(result["max_rss_mb"])
+            fresh = folder / f"new-{rep}.db"
+            new.append(rlplat.train(small, uri=f"sqlite:///{fresh}")["time/startup_s"])
+        sb3_import = [run([peers_python, "-c", "import stable_baselines3"]).seconds for _ in range(repeats)]
+        print(f"startup: existing {existing}, new {new}, rss {rss}, sb3 import {sb3_import}", flush=True)
+        out["startup"] = {
+            "existing_store_s": existing,
+            "new_store_s": new,
+            "peak_rss_mb": rss,
+            "sb3_import_s": sb3_import,
+        }
+    return out
+
+
+def machine(peers_python: str) -> dict[str, Any]:
+    """What the figures were measured on."""
+    import torch
+
+    model = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if "model name" in line]
+        model = names[0] if names else model
+    versions = run(
+        [
+            peers_python,
+            "-c",
+            "import json, importlib.metadata as m; print('RESULT ' + json.dumps({p: m.version(p) for p in "
+            "('stable-baselines3', 'rl_zoo3', 'torchrl', 'tensordict', 'torch', 'gymnasium')}))",
+        ]
+    ).result
+    from importlib.metadata import version
+
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": 1,
+        "rlplat": version("rlplat"),
+        "gymnasium": version("gymnasium"),
+        "peers": versions,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def summarize(measured: dict[str, Any]) -> dict[str, Any]:
+    """Medians and ratios of what :func:`measure_rows` measured."""
+    summary: dict[str, Any] = {}
+    for row in ("ppo", "sac"):
+        if row not in measured:
+            continue
+        fps = measured[row]["fps"]
+        summary[row] = {
+            "median_fps": {lib: statistics.median(values) for lib, values in fps.items()},
+            "ratios": {
+                lib: ratio_summary(fps["rlplat"], values) for lib, values in fps.items() if not lib.startswith("rlplat")
+            },
+        }
+        if row == "ppo":
+            summary[row]["compiled_ratios"] = {
+                lib: ratio_summary(fps["rlplat compiled"], values)
+                for lib, values in fps.items()
+                if not lib.startswith("rlplat")
+            }
+    if "sac" in measured:
+        gflops = statistics.median(measured["sac"]["matmul_gflops"])
+        bound = gflops * 1e3 / measured["sac"]["update_mflop"]
+        summary["sac"]["bound_fps"] = bound
+        summary["sac"]["fraction_of_bound"] = summary["sac"]["median_fps"]["rlplat"] / bound
+        summary["sac"]["matmul_gflops"] = gflops
+    if "target" in measured:
+        summary["target"] = {}
+        for name, entry in measured["target"].items():
+            ours, theirs = entry["runs"]["rlplat"], entry["runs"]["sb3"]
+            both = [(a, b) for a, b in zip(ours, theirs) if a["reached"] and b["reached"]]
+            summary["target"][name] = {
+                "threshold": entry["threshold"],
+                "reached": {"rlplat": sum(r["reached"] for r in ours), "sb3": sum(r["reached"] for r in theirs)},
+                "seeds": len(ours),
+                "median_seconds": {
+                    "rlplat": statistics.median(r["seconds"] for r in ours),
+                    "sb3": statistics.median(r["seconds"] for r in theirs),
+                },
+                "median_train_seconds": {
+                    "rlplat": statistics.median(r["train_seconds"] for r in ours),
+                    "sb3": statistics.median(r["train_seconds"] for r in theirs),
+                },
+                "ratio": ratio_summary([a["seconds"] for a, _ in both], [b["seconds"] for _, b in both])
+                if both
+                else None,
+                "train_ratio": ratio_summary(
+                    [a["train_seconds"] for a, _ in both], [b["train_seconds"] for _, b in both]
+                )
+                if both
+                else None,
+                "tianshou_seconds": TIANSHOU.get(name),
+            }
+    if "collection" in measured:
+        summary["collection"] = {
+            env: {
+                "median_fps": {k: statistics.median(v) for k, v in entry["fps"].items()},
+                "ratio": ratio_summary(entry["fps"]["rlplat"], entry["fps"]["raw"]),
+            }
+            for env, entry in measured["collection"].items()
+        }
+    if "startup" in measured:
+        summary["startup"] = {key: statistics.median(values) for key, values in measured["startup"].items()}
+    return summary
+
+
+def _interval(ratio: dict[str, Any] | None, digits: int = 2) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio['median']:.{digits}f} [{ratio['low']:.{digits}f}, {ratio['high']:.{digits}f}]"
+
+
+def render(results: dict[str, Any]) -> str:
+    """The README section for ``results`` (the content of benchmarks/peers.json)."""
+    m, s = results["machine"], results["summary"]
+    peers = m["peers"]
+    lines = [
+        f"Measured by `make bench-peers` on {m['date']}: {m['cpu']}, {m['cores']} cores, {m['system']}, Python "
+        f"{m['python']}, torch {m['torch']} on {m['torch_threads']} thread for every library; Stable-Baselines3 "
+        f"{peers['stable-baselines3']} with RL-Zoo {peers['rl_zoo3']}, TorchRL {peers['torchrl']}. "
+        f"{results['repeats']} repetitions, interleaved; medians, and ratios rlplat/peer as the median of the "
+        "repetitions' ratios with a 95% bootstrap interval. The numbers are in `benchmarks/peers.json`.",
+        "",
+    ]
+    if "ppo" in s:
+        fps = s["ppo"]["median_fps"]
+        lines += [
+            "| PPO, identical settings (Pendulum, 4 envs x 1024 steps, 10 epochs of 64, 64x64 tanh), frames/s "
+            "| median | rlplat / this | rlplat `trainer.compile=true` / this |",
+            "|---|---:|---:|---:|",
+            f"| rlplat | {fps['rlplat']:,.0f} | | |",
+            f"| rlplat, `trainer.compile=true` | {fps['rlplat compiled']:,.0f} | | |",
+        ]
+        for lib, label in (("sb3", "Stable-Baselines3"), ("torchrl", "TorchRL"), ("cleanrl", "CleanRL-style script")):
+            lines.append(
+                f"| {label} | {fps[lib]:,.0f} | {_interval(s['ppo']['ratios'][lib])} "
+                f"| {_interval(s['ppo']['compiled_ratios'][lib])} |"
+            )
+        lines.append("")
+    if "sac" in s:
+        fps = s["sac"]["median_fps"]
+        lines += [
+            "| SAC, Pendulum, 256x256, batch 256, one update per frame, frames/s | median | rlplat / this |",
+            "|---|---:|---:|",
+            f"| rlplat | {fps['rlplat']:,.1f} | |",
+        ]
+        for lib, label in (("sb3", "Stable-Baselines3"), ("torchrl", "TorchRL"), ("cleanrl", "CleanRL-style script")):
+            lines.append(f"| {label} | {fps[lib]:,.1f} | {_interval(s['sac']['ratios'][lib])} |")
+        lines += [
+            f"| arithmetic bound ({s['sac']['matmul_gflops']:.0f} GFLOP/s measured on 256-wide products, "
+            f"{results['measured']['sac']['update_mflop']:.0f} MFLOP per update) | {s['sac']['bound_fps']:,.1f} "
+            f"| {s['sac']['fraction_of_bound']:.2f} |",
+            f"| rlplat's 64-unit SAC preset (`algo=sac env=pendulum`) | {fps['rlplat 64-unit preset']:,.0f} | |",
+            "",
+        ]
+    if "target" in s:
+        lines += [
+            "| time to threshold, best presets, eval every 5k frames (10 episodes) | threshold | rlplat s "
+            "(training s) | SB3 + RL-Zoo s (training s) | rlplat / SB3 | training: rlplat / SB3 | seeds reached "
+            "(rlplat, SB3) | Tianshou's README |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, t in s["target"].items():
+            tianshou = f"{t['tianshou_seconds']:g} s" if t["tianshou_seconds"] else "-"
+            lines.append(
+                f"| {name.replace('_', ' ')} | {t['threshold']:g} | {t['median_seconds']['rlplat']:.1f} "
+                f"({t['median_train_seconds']['rlplat']:.1f}) | {t['median_seconds']['sb3']:.1f} "
+                f"({t['median_train_seconds']['sb3']:.1f}) | {_interval(t['ratio'])} | {_interval(t['train_ratio'])} "
+                f"| {t['reached']['rlplat']}/{t['seeds']}, {t['reached']['sb3']}/{t['seeds']} | {tianshou} |"
+            )
+        lines.append("")
+    if "collection" in s:
+        lines += [
+            "| collection, 16 envs, frames/s | rlplat's collector, PPO's policy | gymnasium, random actions "
+            "| rlplat / gymnasium |",
+            "|---|---:|---:|---:|",
+        ]
+        for env, c in s["collection"].items():
+            fps = c["median_fps"]
+            lines.append(f"| {env} | {fps['rlplat']:,.0f} | {fps['raw']:,.0f} | {_interval(c['ratio'])} |")
+        lines.append("")
+    if "startup" in s:
+        st = s["startup"]
+        lines += [
+            "| start-up (`rlplat-train algo=ppo env=cartpole`, command to first env step) | median |",
+            "|---|---:|",
+            f"| existing store | {st['existing_store_s']:.2f} s |",
+            f"| new store | {st['new_store_s']:.2f} s |",
+            f"| peak resident memory of the largest process of that run | {st['peak_rss_mb']:.0f} MB |",
+            f"| for reference: `import stable_baselines3` | {st['sb3_import_s']:.2f} s |",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write_readme(section: str, readme: Path) -> None:
+    """Replace the section between the README's peers markers."""
+    text = readme.read_text()
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_START}\n{section}{README_END}{tail}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", nargs="*", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions (seeds, for the time to threshold)")
+    parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers.json")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
+    args = parser.parse_args()
+    if not Path(args.peers_python).is_file():
+        parser.error(f"--peers-python {args.peers_python}: no such interpreter (make bench-peers creates it)")
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as folder:
+        measured = measure_rows(args.rows, args.repeats, args.peers_python, Path(folder))
+    results = {"machine": machine(args.peers_python), "repeats": args.repeats, "measured": measured}
+    results["summary"] = summarize(measured)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    section = render(results)
+    print(section)
+    if not args.no_readme and set(args.rows) == set(ROWS):
+        write_readme(section, ROOT / "README.md")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

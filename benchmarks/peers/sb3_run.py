@@ -1,0 +1,154 @@
+"""Stable-Baselines3 side of ``make bench-peers`` (runs in the peers' virtualenv).
+
+    python benchmarks/peers/sb3_run.py ppo_overhead --seed 0
+    python benchmarks/peers/sb3_run.py sac_overhead --seed 0
+    python benchmarks/peers/sb3_run.py target:ppo_pendulum --seed 0
+
+``ppo_overhead`` and ``sac_overhead`` train with the settings of :mod:`settings` and report
+frames per second of ``model.learn``. ``target:<name>`` trains with RL-Zoo's tuned
+hyperparameters for the pair (``rl_zoo3``'s own ExperimentManager reads them from the
+installed package: schedules, normalisation and gSDE as RL-Zoo applies them), evaluates
+every 5,000 frames on 10 deterministic episodes (RL-Zoo's EvalCallback), and stops at the
+first evaluation whose mean return reaches the threshold; it reports the wall time from the
+command's start to that evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from settings import EVAL_EPISODES, EVAL_EVERY_FRAMES, PPO_OVERHEAD, SAC_OVERHEAD, TARGETS, THREADS, report, started
+
+
+def ppo_overhead(seed: int) -> None:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    s = PPO_OVERHEAD
+    env = make_vec_env(s["env"], n_envs=s["num_envs"], seed=seed)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=s["steps_per_env"],
+        batch_size=s["minibatch_size"],
+        n_epochs=s["epochs"],
+        gamma=s["gamma"],
+        gae_lambda=s["gae_lambda"],
+        clip_range=s["clip_epsilon"],
+        learning_rate=s["lr"],
+        max_grad_norm=s["max_grad_norm"],
+        policy_kwargs={"net_arch": s["hidden"], "activation_fn": torch.nn.Tanh},
+        device="cpu",
+        seed=seed,
+        verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(total_timesteps=s["frames"])
+    elapsed = time.perf_counter() - start
+    report(frames=model.num_timesteps, seconds=elapsed, fps=model.num_timesteps / elapsed)
+
+
+def sac_overhead(seed: int) -> None:
+    import gymnasium
+    from stable_baselines3 import SAC
+
+    s = SAC_OVERHEAD
+    model = SAC(
+        "MlpPolicy",
+        gymnasium.make(s["env"]),
+        batch_size=s["batch_size"],
+        buffer_size=s["buffer_size"],
+        learning_starts=s["learning_starts"],
+        gamma=s["gamma"],
+        tau=s["tau"],
+        learning_rate=s["lr"],
+        train_freq=1,
+        gradient_steps=1,
+        policy_kwargs={"net_arch": s["hidden"]},
+        device="cpu",
+        seed=seed,
+        verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(total_timesteps=s["frames"])
+    elapsed = time.perf_counter() - start
+    report(frames=model.num_timesteps, seconds=elapsed, fps=model.num_timesteps / elapsed)
+
+
+def to_target(name: str, seed: int) -> None:
+    from rl_zoo3.exp_manager import ExperimentManager
+    from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+
+    algo, env_id, _, threshold = TARGETS[name]
+    t0 = started()
+
+    class StopAtThreshold(BaseCallback):
+        """Stops training after the first evaluation whose mean return reaches the threshold."""
+
+        def __init__(self, evaluation: EvalCallback) -> None:
+            super().__init__()
+            self.evaluation = evaluation
+            self.hit: tuple[float, int] | None = None
+            self.training_started = time.time()
+
+        def _on_training_start(self) -> None:
+            self.training_started = time.time()
+
+        def _on_step(self) -> bool:
+            evaluation = self.evaluation
+            if evaluation.n_calls % evaluation.eval_freq == 0 and evaluation.last_mean_reward >= threshold:
+                self.hit = (time.time(), self.num_timesteps)
+                return False
+            return True
+
+    with tempfile.TemporaryDirectory() as folder:
+        manager = ExperimentManager(
+            argparse.Namespace(),
+            algo,
+            env_id,
+            folder,
+            eval_freq=EVAL_EVERY_FRAMES,
+            n_eval_episodes=EVAL_EPISODES,
+            seed=seed,
+            log_interval=-1,  # rl_zoo3.train's default: each algorithm's own
+            verbose=0,
+            device="cpu",
+        )
+        model, _ = manager.setup_experiment()
+        [evaluation] = [c for c in manager.callbacks if isinstance(c, EvalCallback)]
+        stop = StopAtThreshold(evaluation)
+        manager.callbacks.append(stop)
+        manager.learn(model)
+    if stop.hit is None:
+        now = time.time()
+        report(reached=False, frames=model.num_timesteps, seconds=now - t0, train_seconds=now - stop.training_started)
+    else:
+        hit, frames = stop.hit
+        report(reached=True, frames=frames, seconds=hit - t0, train_seconds=hit - stop.training_started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", help="ppo_overhead, sac_overhead or target:<name>")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(THREADS)
+    if args.task == "ppo_overhead":
+        ppo_overhead(args.seed)
+    elif args.task == "sac_overhead":
+        sac_overhead(args.seed)
+    elif args.task.startswith("target:"):
+        to_target(args.task.split(":", 1)[1], args.seed)
+    else:
+        parser.error(f"unknown task {args.task!r}")
+
+
+if __name__ == "__main__":
+    main()

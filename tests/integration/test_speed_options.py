@@ -1,0 +1,84 @@
+"""The speed options through the real CLI: a target return that stops the run, the compiled
+update, EnvPool's envs, and a training process that never imports MLflow."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from conftest import TINY, cli
+from mlflow import MlflowClient
+
+
+def _run(store: str):
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    return client, run
+
+
+def test_a_target_return_stops_the_run_at_the_first_evaluation_that_reaches_it(tmp_path, store):
+    # CartPole's return is at least 8 per episode: a target of 5 is reached at the first evaluation.
+    args = ["algo=ppo", "env=cartpole", *TINY, "trainer.total_frames=1024", "trainer.target_return=5"]
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = _run(store)
+    assert run.info.status == "FINISHED"
+    [hit] = client.get_metric_history(run.info.run_id, "time/to_target_s")
+    assert hit.step == 128 and 0 < hit.value < 60  # the first evaluation, at 128 frames
+    assert max(m.step for m in client.get_metric_history(run.info.run_id, "time/fps")) == 128  # stopped there
+    assert run.data.metrics["time/train_s"] >= hit.value
+    assert "time/to_target_s" in result.stdout  # in the end-of-run table
+
+
+def test_a_target_never_reached_gives_an_infinite_objective_and_trains_the_whole_budget(tmp_path, store):
+    args = ["algo=ppo", "env=cartpole", *TINY, "trainer.target_return=10000", "trainer.objective=time/to_target_s"]
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = _run(store)
+    assert "time/to_target_s" not in run.data.metrics
+    assert max(m.step for m in client.get_metric_history(run.info.run_id, "time/fps")) == 256
+    assert re.search(r"time/to_target_s\s+inf\b", result.stdout), result.stdout[-2000:]  # the end-of-run table
+
+
+@pytest.mark.parametrize("bad,message", [("trainer.target_return=abc", "trainer.target_return='abc'")])
+def test_a_bad_target_return_is_one_line(tmp_path, store, bad, message):
+    result = cli("rlplat-train", "algo=ppo", "env=cartpole", bad, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_a_compiled_update_trains_and_records_the_same_metrics(tmp_path, store):
+    args = ["algo=ppo", "env=pendulum", *TINY, "trainer.compile=true"]
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = _run(store)
+    assert run.info.status == "FINISHED" and run.data.params["trainer.compile"] == "True"
+    for metric in ("loss/objective", "loss/critic", "train/grad_norm", "eval/return_mean"):
+        assert math.isfinite(run.data.metrics[metric]), metric
+
+
+def test_envpool_envs_train_and_evaluate(tmp_path, store):
+    pytest.importorskip("envpool", reason="the envpool extra is not installed")
+    args = ["algo=ppo", "env=cartpole", *TINY, "env.backend=envpool"]
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = _run(store)
+    assert run.data.params["env.backend"] == "envpool"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/return_mean")] == [128, 256]
+    assert run.data.metrics["rollout/episodes"] > 0  # episodes ended and were counted across EnvPool's resets
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["env.backend=envpoo"], "env.backend='envpoo': valid: gymnasium, envpool"),
+        (["env=gym", "env.id=CartPole-v3", "+env.backend=envpool"], "EnvPool has no task env.id='CartPole-v3'"),
+    ],
+)
+def test_envpool_bad_input_is_one_line_and_writes_nothing(tmp_path, store, args, message):
+    pytest.importorskip("envpool", reason="the envpool extra is not installed")
+    result = cli("rlplat-train", "algo=ppo", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("rlplat-train: error:") and message in line, line
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "mlflow.db").exists()

@@ -1,0 +1,31 @@
+"""The README's benchmark figures are the ones the benchmarks wrote: the speed comparison is
+rendered from benchmarks/peers.json (make bench-peers), the results table is
+benchmarks/results.md (make bench-learning)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def _section(start: str, end: str) -> str:
+    assert start in README and end in README, f"README lacks the markers {start!r} ... {end!r}"
+    return README.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_the_speed_section_is_rendered_from_the_peers_benchmark_file():
+    spec = importlib.util.spec_from_file_location("peers_benchmark", ROOT / "benchmarks" / "peers.py")
+    assert spec is not None and spec.loader is not None
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    results = json.loads((ROOT / "benchmarks" / "peers.json").read_text())
+    assert _section(peers.README_START, peers.README_END) == "\n" + peers.render(results)
+
+
+def test_the_results_table_is_the_learning_benchmarks_file():
+    table = (ROOT / "benchmarks" / "results.md").read_text()
+    assert _section("<!-- results: benchmarks/results.md -->", "<!-- end results -->") == "\n" + table
