@@ -24,8 +24,8 @@ MISMATCHES = [
         "Buffers that fit: replay.",
     ),
     (
-        ["algo=sac", "env=pendulum", "buffer.capacity=100"],
-        "buffer.capacity=100: must be at least buffer.batch_size=256",
+        ["algo=sac", "env=pendulum", "buffer.capacity=10"],
+        "buffer.capacity=10: must be at least buffer.batch_size=64",
     ),
     (
         [
@@ -41,7 +41,7 @@ MISMATCHES = [
     ),
     (
         ["algo=ppo", "env=cartpole", "buffer.minibatch_size=100000"],
-        "buffer.minibatch_size=100000: must be in [1, 256]",
+        "buffer.minibatch_size=100000: must be in [1, 1024]",
     ),
     (
         ["algo=sac", "env=pendulum", "optim.policy.lr=0.001"],

@@ -154,7 +154,7 @@ def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_p
         (["+sweep=ppo_pendulum_hpoo"], ["sweep='ppo_pendulum_hpoo'", "Did you mean 'ppo_pendulum_hpo'"]),
         (
             ["+sweep=ppo_pendulum_hpo", "hydra.sweeper.pruner.name=medain"],
-            ["hydra.sweeper.pruner.name='medain'", "median, successive_halving, none"],
+            ["hydra.sweeper.pruner.name='medain'", "median, successive_halving, worse_than_best, none"],
         ),
         (
             ["+sweep=ppo_pendulum_hpo", "++hydra.sweeper.params={optim.lrr: 'interval(0.1, 0.2)'}"],
