@@ -3,6 +3,7 @@ hyperparameters), TorchRL and a CleanRL-style script, on this machine.
 
     make bench-peers                                    # every row; writes benchmarks/peers.json and README
     python benchmarks/peers.py --rows ppo collection --repeats 2 --peers-python .venv-peers/bin/python
+    python benchmarks/peers.py --rows target --merge     # rerun one row, keep the others of peers.json
 
 Every measurement is a fresh process; the libraries run in turn (A B C A B C ...), each
 repetition in the same order, so that a drift of the machine's speed hits all of them; each
@@ -510,17 +511,27 @@ def main() -> int:
     parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers.json")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
+    parser.add_argument("--merge", action="store_true", help="keep --out's other rows; rerun only --rows")
     args = parser.parse_args()
     if not Path(args.peers_python).is_file():
         parser.error(f"--peers-python {args.peers_python}: no such interpreter (make bench-peers creates it)")
+    measured: dict[str, Any] = {}
+    if args.merge:
+        if not args.out.is_file():
+            parser.error(f"--merge: {args.out} does not exist")
+        kept = json.loads(args.out.read_text())
+        if kept["repeats"] != args.repeats:
+            parser.error(f"--merge: {args.out} has {kept['repeats']} repetitions, --repeats is {args.repeats}")
+        measured = {row: value for row, value in kept["measured"].items() if row not in args.rows}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as folder:
-        measured = measure_rows(args.rows, args.repeats, args.peers_python, Path(folder))
+        measured.update(measure_rows(args.rows, args.repeats, args.peers_python, Path(folder)))
+    measured = {row: measured[row] for row in ROWS if row in measured}
     results = {"machine": machine(args.peers_python), "repeats": args.repeats, "measured": measured}
     results["summary"] = summarize(measured)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     section = render(results)
     print(section)
-    if not args.no_readme and set(args.rows) == set(ROWS):
+    if not args.no_readme and set(measured) == set(ROWS):
         write_readme(section, ROOT / "README.md")
     print(f"wrote {args.out}")
     return 0
