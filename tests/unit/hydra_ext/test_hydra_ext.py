@@ -68,3 +68,8 @@ def test_unroute_undoes_route_and_nothing_else():
     typed = ["network.hiden_sizes=[8]", "trainer.total_frames=256", "seed=3", "+x.y=1", "algo=ppo"]
     assert [unroute(o) for o in route(typed)] == typed
     assert unroute("++hydra.job.env_set.X='1'") == "++hydra.job.env_set.X='1'"  # a user's own ++ stays
+
+
+def test_a_tuned_target_return_is_a_float_so_a_float_override_validates():
+    # validation types a key by its composed value: an int there would refuse target_return=475.0
+    assert isinstance(compose_config(["algo=dqn", "env=cartpole"]).trainer.target_return, float)
