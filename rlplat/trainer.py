@@ -271,8 +271,7 @@ class Trainer:
         evaluate = frames >= progress.next_eval or frames >= config.total_frames
         if frames < progress.next_log and not evaluate:
             return False
-        metrics = {"time/fps": fps, **self._update_metrics(outputs)}
-        metrics.update(self._episode_metrics())
+        metrics = {"time/fps": fps, **self._update_metrics(outputs), **self._episode_metrics()}
         if evaluate:
             metrics.update(self._evaluate())
             progress.next_eval += config.eval_every_frames or config.total_frames

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from settings import PPO_OVERHEAD, SAC_OVERHEAD, THREADS, report
+from settings import PPO_OVERHEAD, SAC_OVERHEAD, THREADS, report_rate
 
 
 def layer(n_in: int, n_out: int, std: float = np.sqrt(2)) -> nn.Linear:
@@ -129,8 +129,7 @@ def ppo_overhead(seed: int) -> None:
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), s["max_grad_norm"])
                 optimizer.step()
-    elapsed = time.perf_counter() - start
-    report(frames=frames, seconds=elapsed, fps=frames / elapsed)
+    report_rate(frames, start)
 
 
 class SoftQNetwork(nn.Module):
@@ -238,8 +237,7 @@ def sac_overhead(seed: int) -> None:
             for net, target in ((qf1, qf1_target), (qf2, qf2_target)):
                 for param, target_param in zip(net.parameters(), target.parameters()):
                     target_param.data.copy_(s["tau"] * param.data + (1 - s["tau"]) * target_param.data)
-    elapsed = time.perf_counter() - start
-    report(frames=s["frames"], seconds=elapsed, fps=s["frames"] / elapsed)
+    report_rate(s["frames"], start)
 
 
 def main() -> None:

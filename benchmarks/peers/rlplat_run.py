@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from settings import THREADS, report
+from settings import THREADS, report, report_rate
 
 GYM_IDS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
 NUM_ENVS = 16
@@ -51,10 +51,8 @@ def collection(env: str, rollouts: int) -> None:
         start = time.perf_counter()
         for _ in range(rollouts):
             collector.rollout()
-        elapsed = time.perf_counter() - start
+        report_rate(rollouts * collector.frames_per_batch, start)
         built.parts.close()
-    frames = rollouts * collector.frames_per_batch
-    report(frames=frames, seconds=elapsed, fps=frames / elapsed)
 
 
 def raw(env: str, rollouts: int) -> None:
@@ -68,10 +66,8 @@ def raw(env: str, rollouts: int) -> None:
     start = time.perf_counter()
     for _ in range(rollouts * STEPS):
         envs.step(envs.action_space.sample())
-    elapsed = time.perf_counter() - start
+    report_rate(rollouts * STEPS * NUM_ENVS, start)
     envs.close()
-    frames = rollouts * STEPS * NUM_ENVS
-    report(frames=frames, seconds=elapsed, fps=frames / elapsed)
 
 
 def matmul() -> None:

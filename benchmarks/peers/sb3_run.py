@@ -24,7 +24,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from settings import EVAL_EPISODES, EVAL_EVERY_FRAMES, PPO_OVERHEAD, SAC_OVERHEAD, TARGETS, THREADS, report, started
+from settings import (
+    EVAL_EPISODES,
+    EVAL_EVERY_FRAMES,
+    PPO_OVERHEAD,
+    SAC_OVERHEAD,
+    TARGETS,
+    THREADS,
+    report,
+    report_rate,
+    started,
+)
 
 
 def ppo_overhead(seed: int) -> None:
@@ -51,8 +61,7 @@ def ppo_overhead(seed: int) -> None:
     )
     start = time.perf_counter()
     model.learn(total_timesteps=s["frames"])
-    elapsed = time.perf_counter() - start
-    report(frames=model.num_timesteps, seconds=elapsed, fps=model.num_timesteps / elapsed)
+    report_rate(model.num_timesteps, start)
 
 
 def sac_overhead(seed: int) -> None:
@@ -78,8 +87,7 @@ def sac_overhead(seed: int) -> None:
     )
     start = time.perf_counter()
     model.learn(total_timesteps=s["frames"])
-    elapsed = time.perf_counter() - start
-    report(frames=model.num_timesteps, seconds=elapsed, fps=model.num_timesteps / elapsed)
+    report_rate(model.num_timesteps, start)
 
 
 def to_target(name: str, seed: int) -> None:

@@ -62,3 +62,9 @@ def started() -> float:
 def report(**fields: object) -> None:
     """Print the run's result as the line ``RESULT {json}``."""
     print("RESULT " + json.dumps(fields), flush=True)
+
+
+def report_rate(frames: int, start: float) -> None:
+    """Report ``frames`` trained since ``start`` (a ``time.perf_counter()``): frames, seconds, fps."""
+    elapsed = time.perf_counter() - start
+    report(frames=frames, seconds=elapsed, fps=frames / elapsed)

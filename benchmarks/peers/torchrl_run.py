@@ -22,7 +22,7 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from settings import PPO_OVERHEAD, SAC_OVERHEAD, THREADS, report
+from settings import PPO_OVERHEAD, SAC_OVERHEAD, THREADS, report_rate
 
 
 def _mlp(n_out: int, hidden: list[int], activation: type[nn.Module]) -> nn.Module:
@@ -80,9 +80,8 @@ def ppo_overhead(seed: int) -> None:
                 optimizer.step()
                 optimizer.zero_grad()
         collector.update_policy_weights_()
-    elapsed = time.perf_counter() - start
+    report_rate(frames, start)
     collector.shutdown()
-    report(frames=frames, seconds=elapsed, fps=frames / elapsed)
 
 
 def sac_overhead(seed: int) -> None:
@@ -130,9 +129,8 @@ def sac_overhead(seed: int) -> None:
             optimizer.step()
             target_update.step()
             collector.update_policy_weights_()
-    elapsed = time.perf_counter() - start
+    report_rate(frames, start)
     collector.shutdown()
-    report(frames=frames, seconds=elapsed, fps=frames / elapsed)
 
 
 def main() -> None:
