@@ -3,6 +3,7 @@
     python benchmarks/peers/sb3_run.py ppo_overhead --seed 0
     python benchmarks/peers/sb3_run.py sac_overhead --seed 0
     python benchmarks/peers/sb3_run.py target:ppo_pendulum --seed 0
+    python benchmarks/peers/sb3_run.py small
 
 ``ppo_overhead`` and ``sac_overhead`` train with the settings of :mod:`settings` and report
 frames per second of ``model.learn``. ``target:<name>`` trains with RL-Zoo's tuned
@@ -10,7 +11,9 @@ hyperparameters for the pair (``rl_zoo3``'s own ExperimentManager reads them fro
 installed package: schedules, normalisation and gSDE as RL-Zoo applies them), evaluates
 every 5,000 frames on 10 deterministic episodes (RL-Zoo's EvalCallback), and stops at the
 first evaluation whose mean return reaches the threshold; it reports the wall time from the
-command's start to that evaluation.
+command's start to that evaluation. ``small`` is the small run of the start-up row: PPO on
+CartPole, 8 envs x 128 steps, 1,024 frames (the shape of rlplat's CartPole preset), whose
+peak resident memory the orchestrator measures.
 """
 
 from __future__ import annotations
@@ -90,6 +93,16 @@ def sac_overhead(seed: int) -> None:
     report_rate(model.num_timesteps, start)
 
 
+def small() -> None:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    model = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8, seed=0), n_steps=128, device="cpu", seed=0)
+    start = time.perf_counter()
+    model.learn(total_timesteps=1024)
+    report_rate(model.num_timesteps, start)
+
+
 def to_target(name: str, seed: int) -> None:
     from rl_zoo3.exp_manager import ExperimentManager
     from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
@@ -144,7 +157,7 @@ def to_target(name: str, seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", help="ppo_overhead, sac_overhead or target:<name>")
+    parser.add_argument("task", help="ppo_overhead, sac_overhead, small or target:<name>")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
@@ -152,6 +165,8 @@ def main() -> None:
         ppo_overhead(args.seed)
     elif args.task == "sac_overhead":
         sac_overhead(args.seed)
+    elif args.task == "small":
+        small()
     elif args.task.startswith("target:"):
         to_target(args.task.split(":", 1)[1], args.seed)
     else:
