@@ -6,7 +6,8 @@
 Measures, each as the median of ``--repeats`` runs in this process:
 
 * collection: frames per second of the collector alone (policy + envs + storage writes);
-* update: gradient updates per second on one rollout's minibatches (loss, backward, step);
+* update: gradient updates per second (loss, backward, clip, optimizer step) on minibatches
+  drawn beforehand: one rollout's (on-policy) or a replay buffer's (off-policy);
 * loop: frames per second of ``Trainer.fit`` over ``--frames`` frames (the ``time/fps``
   metric of a run, evaluations included).
 """
@@ -41,15 +42,19 @@ def time_collection(trainer: Trainer, rollouts: int) -> float:
     return rollouts * collector.frames_per_batch / (time.perf_counter() - start)
 
 
-def time_updates(trainer: Trainer) -> float:
+def time_updates(trainer: Trainer, minimum: int = 200) -> float:
+    """Gradient updates per second on at least ``minimum`` minibatches drawn beforehand: one
+    rollout's epochs of minibatches (on-policy), or batches from a replay buffer filled to
+    ``learning_starts`` (off-policy)."""
     parts = trainer.parts
-    rollout = parts.loss.preprocess(parts.collector.rollout())
-    parts.buffer.extend(rollout)
-    start, updates = time.perf_counter(), 0
-    for batch in parts.buffer.batches():
+    batches: list = []
+    while len(batches) < minimum:
+        parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+        batches += parts.buffer.batches()
+    start = time.perf_counter()
+    for batch in batches:
         trainer._update(batch, frames=0)
-        updates += 1
-    return updates / (time.perf_counter() - start)
+    return len(batches) / (time.perf_counter() - start)
 
 
 def main() -> None:

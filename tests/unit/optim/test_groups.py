@@ -193,3 +193,41 @@ def test_groups_with_the_same_settings_but_the_rate_share_one_optimizer_and_step
             torch.testing.assert_close(p, q)
     optimizers.set_lr_factor(0.5)
     assert optimizers.learning_rates() == {"actor/lr": 0.025, "critic/lr": 0.005}
+
+
+def test_the_direct_fused_adam_step_gives_the_same_numbers_as_adam_step():
+    from rlplat.optim.groups import FusedAdamStep, flatten_parameters
+
+    nets = [_net(), _net()]  # identical weights
+    optimizers = []
+    for net in nets:  # two param groups with rates of their own, as merged units have
+        params = list(net.parameters())
+        [first], _ = flatten_parameters(params[:2])
+        [second], _ = flatten_parameters(params[2:])
+        groups = [{"params": [first], "lr": 0.01}, {"params": [second], "lr": 0.03}]
+        optimizers.append(torch.optim.Adam(groups, eps=1e-8, weight_decay=0.01, fused=True))
+    direct = FusedAdamStep(optimizers[0])
+    assert FusedAdamStep.supports(optimizers[0])
+    x = torch.randn(16, 3)
+    for step in range(6):
+        for net, optimizer in zip(nets, optimizers):
+            for group, lr in zip(optimizer.param_groups, (0.01, 0.03)):
+                group["lr"] = lr / (step + 1)  # a schedule between steps
+            for p in net.parameters():
+                p.grad.zero_()
+            net(x).pow(2).mean().backward()
+        direct()
+        optimizers[1].step()
+    for p, q in zip(*(net.parameters() for net in nets)):
+        assert torch.equal(p, q)
+    for a, b in zip(*(optimizer.state.values() for optimizer in optimizers)):
+        assert all(torch.equal(a[key], b[key]) for key in ("step", "exp_avg", "exp_avg_sq"))
+    assert float(next(iter(optimizers[0].state.values()))["step"]) == 6
+
+
+@pytest.mark.parametrize("setting", [{"amsgrad": True}, {"fused": False}, {"maximize": True}])
+def test_adam_variants_the_direct_step_does_not_reproduce_keep_adam_step(setting):
+    from rlplat.optim.groups import FusedAdamStep
+
+    optimizer = torch.optim.Adam(_net().parameters(), **{"fused": True, **setting})
+    assert not FusedAdamStep.supports(optimizer)
