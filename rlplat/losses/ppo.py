@@ -8,7 +8,6 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import ConfigError
@@ -105,8 +104,10 @@ class PPOLoss(ActorCriticLoss):
 
         entropy = entropy.mean()
         with torch.no_grad():
-            approx_kl = kl_estimate(log_ratio).mean()
-            clip_fraction = ((ratio - 1.0).abs() > self.clip_epsilon).float().mean()
+            ratio_minus_one = ratio - 1.0
+            approx_kl = (ratio_minus_one - log_ratio).mean()  # kl_estimate(log_ratio), ratio reused
+            clip_fraction = ratio_minus_one.abs_().gt_(self.clip_epsilon).mean()  # |ratio - 1| > eps
+            ratio_mean = ratio.mean()
         return TensorDict(
             {
                 "loss_objective": pg_loss,
@@ -115,7 +116,7 @@ class PPOLoss(ActorCriticLoss):
                 "entropy": entropy.detach(),
                 "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction,
-                "ratio": ratio.detach().mean(),
+                "ratio": ratio_mean,
             },
             batch_size=[],
         )

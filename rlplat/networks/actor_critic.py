@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from rlplat.networks.base import NetworkFactory
 from rlplat.networks.heads import CategoricalHead, GaussianHead
@@ -67,4 +68,4 @@ class ActorCritic(nn.Module):
 
     def value(self, observation: Tensor) -> Tensor:
         """``[N, *obs_shape]`` -> ``[N, 1]`` V(s), with gradients."""
-        return self.value_head(self.critic_torso(observation))
+        return F.linear(self.critic_torso(observation), self.value_head.weight, self.value_head.bias)

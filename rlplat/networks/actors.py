@@ -23,7 +23,7 @@ class DeterministicActor(nn.Module):
         self.mean = nn.Linear(features, action_dim)
 
     def forward(self, observation: Tensor) -> Tensor:
-        return torch.tanh(self.mean(self.torso(observation)))
+        return torch.tanh(F.linear(self.torso(observation), self.mean.weight, self.mean.bias))
 
 
 class SquashedGaussianActor(nn.Module):
@@ -42,8 +42,8 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> action ``[N, A]`` in (-1, 1) (reparameterised) and log pi ``[N]``."""
         h = self.torso(observation)
-        mean = self.mean(h)
-        log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        mean = F.linear(h, self.mean.weight, self.mean.bias)
+        log_std = F.linear(h, self.log_std.weight, self.log_std.bias).clamp(LOG_STD_MIN, LOG_STD_MAX)
         u = mean if deterministic else mean + torch.randn_like(mean) * log_std.exp()
         return torch.tanh(u), squashed_gaussian_log_prob(u, mean, log_std)
 

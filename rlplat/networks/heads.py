@@ -51,7 +51,7 @@ class GaussianHead(nn.Module):
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N, action_dim]`` actions -> ``[N]`` log-prob and entropy."""
-        mean = self.mean(features)
+        mean = F.linear(features, self.mean.weight, self.mean.bias)
         entropy = normal_entropy(self.log_std).expand(mean.shape[:-1])
         return normal_log_prob(action, mean, self.log_std), entropy
 
@@ -80,5 +80,5 @@ class CategoricalHead(nn.Module):
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""
-        logits = self.logits(features)
+        logits = F.linear(features, self.logits.weight, self.logits.bias)
         return categorical_log_prob(action, logits), categorical_entropy(logits)
