@@ -109,7 +109,8 @@ class FusedAdamStep:
     goes through ``optimizer.step()``.
 
     Args:
-        optimizer: A ``torch.optim.Adam`` for which :meth:`supports` holds.
+        optimizer: A ``torch.optim.Adam`` for which :meth:`supports` holds, over flat
+            parameters (:func:`flatten_parameters`), whose gradients are never None.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
@@ -167,8 +168,12 @@ class Optimizers:
 
     def __init__(self, units: list[OptimizerUnit]) -> None:
         self.units = units
+        # the direct step needs every parameter's gradient present: flat parameters only
+        not_flat = {id(unit.optimizer) for unit in units if not unit.grads}
         self._steps = [
-            FusedAdamStep(optimizer) if FusedAdamStep.supports(optimizer) else optimizer.step
+            FusedAdamStep(optimizer)
+            if id(optimizer) not in not_flat and FusedAdamStep.supports(optimizer)
+            else optimizer.step
             for optimizer in self.optimizers
         ]
 
