@@ -231,3 +231,26 @@ def test_adam_variants_the_direct_step_does_not_reproduce_keep_adam_step(setting
 
     optimizer = torch.optim.Adam(_net().parameters(), **{"fused": True, **setting})
     assert not FusedAdamStep.supports(optimizer)
+
+
+def test_a_fused_adam_over_parameters_one_by_one_keeps_adam_step(monkeypatch):
+    """A plugin's Adam not marked elementwise gets the parameters one by one, whose gradients
+    may be None (here the second layer's): it must step through ``Adam.step``."""
+    from rlplat.registry import OPTIMIZERS, Entry
+
+    def plain_adam(params, /, *, lr):
+        return torch.optim.Adam(params, lr=lr, fused=True)
+
+    OPTIMIZERS.names()
+    monkeypatch.setitem(OPTIMIZERS._entries, "plain_adam", Entry("plain_adam", "test", target=plain_adam))
+    net = _net()
+    optimizers = make_optimizers(
+        {"name": "plain_adam", "lr": 0.1, "max_grad_norm": None}, {"q": list(net.parameters())}
+    )
+    first, second = net[0], net[2]
+    before = second.weight.detach().clone()
+    for _ in range(3):
+        optimizers.zero_grad()
+        first(torch.randn(4, 3)).sum().backward()  # no gradient reaches the second layer
+        optimizers.step()
+    assert second.weight.grad is None and torch.equal(second.weight, before)
