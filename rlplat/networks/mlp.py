@@ -142,10 +142,12 @@ class StackedMLP(nn.Module):
             first: Evaluate only the first ``first`` networks (``[first, N, out]``).
         """
         h = x if x.dim() == 2 else x.flatten(1)
-        k = len(self.weights[0]) if first is None else first
+        size = len(self.weights[0])
+        k = size if first is None else first
         h = h.expand(k, *h.shape)
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            weight, bias = weight[:k], bias[:k]
+            if k < size:  # a slice only when needed: its backward pass zero-fills and copies the whole weight
+                weight, bias = weight[:k], bias[:k]
             if detach:
                 weight, bias = weight.detach(), bias.detach()
             h = torch.baddbmm(bias, h, weight)
