@@ -11,6 +11,7 @@ stops at once (the run still ends KILLED). The process then exits 130 (SIGINT) o
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import signal
 import sys
@@ -93,7 +94,11 @@ def run_training(built: Build, spec: RunSpec) -> float:
 
     stop = StopRequest()
     try:
-        with signals_handled(stop), TrainingDisplay(spec.title, built.trainer.total_frames) as display:
+        with (
+            long_lived_objects_frozen(),
+            signals_handled(stop),
+            TrainingDisplay(spec.title, built.trainer.total_frames) as display,
+        ):
             callbacks: list[Callback] = [display, *spec.callbacks, *([spec.reporter] if spec.reporter else [])]
             if built.tracking.enabled:
                 summary = _recorded_fit(built, spec, callbacks, stop)
@@ -119,6 +124,23 @@ def run_training(built: Build, spec: RunSpec) -> float:
         }
     )
     return summary[built.trainer.objective]
+
+
+@contextlib.contextmanager
+def long_lived_objects_frozen() -> Iterator[None]:
+    """Exempt the objects alive now (modules, config, the built parts) from Python's cyclic
+    garbage collector while the block runs; they are given back to it after.
+
+    A full collection scans every tracked object, after torch's imports several hundred
+    thousand: ~0.2 s each, which a training run otherwise pays once or twice at random points
+    of its loop (a fifth of a second in a 3 s PPO run). Objects made inside the block are
+    collected as usual (``gc.freeze``, ``gc.unfreeze``).
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
