@@ -57,17 +57,19 @@ def normal_entropy(log_std: Tensor) -> Tensor:
     return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
 
 
-def kl_estimate(log_ratio: Tensor) -> Tensor:
+def kl_estimate(log_ratio: Tensor, ratio: Tensor | None = None) -> Tensor:
     """Per-sample estimate of KL[pi_old, pi] from ``log_ratio = log pi(a|s) - log pi_old(a|s)``
     with a ~ pi_old: ``(ratio - 1) - log ratio``, non-negative and unbiased (Schulman's k3).
 
     Args:
         log_ratio: ``[*batch]`` float.
+        ratio: ``exp(log_ratio)`` when the caller has computed it already (PPO's losses
+            have); computed here otherwise.
 
     Returns:
         ``[*batch]`` float KL estimates in nats.
     """
-    return log_ratio.exp() - 1.0 - log_ratio
+    return (log_ratio.exp() if ratio is None else ratio) - 1.0 - log_ratio
 
 
 def categorical_log_prob(action: Tensor, logits: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import ConfigError
@@ -104,9 +105,8 @@ class PPOLoss(ActorCriticLoss):
 
         entropy = entropy.mean()
         with torch.no_grad():
-            ratio_minus_one = ratio - 1.0
-            approx_kl = (ratio_minus_one - log_ratio).mean()  # kl_estimate(log_ratio), ratio reused
-            clip_fraction = ratio_minus_one.abs_().gt_(self.clip_epsilon).mean()  # |ratio - 1| > eps
+            approx_kl = kl_estimate(log_ratio, ratio).mean()
+            clip_fraction = (ratio - 1.0).abs_().gt_(self.clip_epsilon).mean()  # |ratio - 1| > eps
             ratio_mean = ratio.mean()
         return TensorDict(
             {

@@ -113,7 +113,7 @@ class PPOKLLoss(ActorCriticLoss):
         log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
-        kl = kl_estimate(log_ratio).mean()
+        kl = kl_estimate(log_ratio, ratio).mean()
         pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
         v_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
         entropy = entropy.mean()

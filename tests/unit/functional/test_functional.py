@@ -11,6 +11,7 @@ from rlplat.functional import (
     categorical_entropy,
     categorical_log_prob,
     generalized_advantage_estimate,
+    kl_estimate,
     normal_entropy,
     normal_log_prob,
     standard_normal_log_prob,
@@ -200,3 +201,10 @@ def test_categorical_head_samples_each_action_with_its_probability():
     frequencies = torch.bincount(action, minlength=3).double() / len(action)
     torch.testing.assert_close(frequencies, probabilities.double(), atol=4e-3, rtol=0)  # 200k draws: sd < 1.2e-3
     torch.testing.assert_close(log_prob, probabilities.log()[action])
+
+
+def test_kl_estimate_is_k3_and_takes_a_ratio_already_computed():
+    log_ratio = torch.tensor([-0.5, 0.0, 0.3], dtype=torch.float64)
+    expected = torch.tensor([math.exp(x) - 1.0 - x for x in log_ratio.tolist()], dtype=torch.float64)
+    torch.testing.assert_close(kl_estimate(log_ratio), expected)
+    torch.testing.assert_close(kl_estimate(log_ratio, log_ratio.exp()), expected)
