@@ -32,6 +32,7 @@ from rlplat.cli.restore import (
     restore,
     restored_env_node,
 )
+from rlplat.deferred_dynamo import defer_dynamo
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -107,6 +108,7 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
     Raises:
         ConfigError: for an env that cannot render, a bad override or a missing imageio.
     """
+    defer_dynamo()  # before tensordict is imported (by the trainer's module)
     from rlplat.trainer import EVAL_SEED_OFFSET
     from rlplat.video import record_episodes, render_env_maker, require_imageio
 

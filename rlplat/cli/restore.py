@@ -23,6 +23,7 @@ import yaml
 from rlplat.checkpoint import CheckpointError
 from rlplat.cli.args import ArgumentParser, Key, boolean, integer, shown, text
 from rlplat.cli.locate import Located, locate
+from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, closest
 from rlplat.settings import DEVICES, check_choice
 
@@ -168,6 +169,7 @@ def restore(located: Located, env_overrides: Mapping[str, Any], seed: int | None
     """
     from omegaconf import OmegaConf
 
+    defer_dynamo()  # before the build imports tensordict
     from rlplat.build import build
 
     config = copy.deepcopy(dict(located.state.get("config") or {}))

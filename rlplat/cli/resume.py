@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rlplat.cli.locate import locate, read_run_file
+from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 
 SWEEP_FILE = "multirun.yaml"  # Hydra writes it at the top of every sweep directory
@@ -64,6 +65,7 @@ def resume_run(target: str, tracking_uri: str) -> None:
     """
     from omegaconf import OmegaConf
 
+    defer_dynamo()  # before the build imports tensordict
     from rlplat.build import build
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training

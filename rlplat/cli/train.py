@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
+from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
 from rlplat.registry import ConfigError, PluginError
@@ -52,6 +53,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
+    defer_dynamo()  # before tensordict is imported: torch._dynamo only for runs that compile
     try:
         from rlplat.build import build
         from rlplat.cli.record import video_callbacks

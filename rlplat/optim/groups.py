@@ -25,8 +25,9 @@ marked (e.g. per-layer trust ratios) get the parameters one by one, as usual.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,45 @@ class OptimizerUnit:
         return norm
 
 
+class EagerStep:
+    """``optimizer.step()`` without the wrappers torch.optim puts around every step.
+
+    ``Optimizer.step`` runs inside two wrappers: one for profiling and step hooks, one that
+    switches gradients off and inserts a graph break for torch.compile, importing
+    ``torch._dynamo`` on the first step (0.7 s and 70 MB here; see
+    :mod:`rlplat.deferred_dynamo`). This calls the optimizer's own step function under
+    ``torch.no_grad()``: the same update, without them.
+
+    Args:
+        optimizer: A torch optimizer for which :meth:`supports` holds.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer = optimizer
+        self._step = inspect.unwrap(type(optimizer).step)
+
+    @staticmethod
+    def supports(optimizer: torch.optim.Optimizer) -> bool:
+        """Whether the wrappers do nothing for ``optimizer`` but switch gradients off: no
+        differentiable param group, no step hook registered (on it or for all optimizers)."""
+        from torch.optim import optimizer as module
+
+        hooks = (
+            getattr(optimizer, "_optimizer_step_pre_hooks", None),
+            getattr(optimizer, "_optimizer_step_post_hooks", None),
+            getattr(module, "_global_optimizer_pre_hooks", None),
+            getattr(module, "_global_optimizer_post_hooks", None),
+        )
+        return all(h is not None and not h for h in hooks) and not any(
+            group.get("differentiable", False) for group in optimizer.param_groups
+        )
+
+    @torch.no_grad()
+    def __call__(self) -> None:
+        """One step of every param group."""
+        self._step(self.optimizer)
+
+
 class FusedAdamStep:
     """``optimizer.step()`` of a fused Adam, with its kernel called directly once its state exists.
 
@@ -106,7 +146,7 @@ class FusedAdamStep:
     with the optimizer's own state and settings, as ``Adam.step`` does for ``fused=True``
     (one call per param group, the step count incremented first); the numbers are the same
     (tests/unit/optim/test_groups.py compares them). The first step, which creates the state,
-    goes through ``optimizer.step()``.
+    is Adam's own (:class:`EagerStep`).
 
     Args:
         optimizer: A ``torch.optim.Adam`` for which :meth:`supports` holds, over flat
@@ -115,18 +155,23 @@ class FusedAdamStep:
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         self.optimizer = optimizer
+        self._first_step = EagerStep(optimizer)
 
     @staticmethod
     def supports(optimizer: torch.optim.Optimizer) -> bool:
         """Whether ``optimizer`` is a fused Adam this step reproduces: plain (no amsgrad,
         maximize, decoupled weight decay, differentiable or capturable step) with float
-        learning rates. (Optimizer step hooks are not called: rlplat registers none.)"""
-        return type(optimizer) is torch.optim.Adam and all(
-            group["fused"]
-            and not any(group[k] for k in ("amsgrad", "maximize", "differentiable", "capturable"))
-            and not group.get("decoupled_weight_decay", False)
-            and isinstance(group["lr"], float)
-            for group in optimizer.param_groups
+        learning rates, and no step hooks (:meth:`EagerStep.supports`)."""
+        return (
+            type(optimizer) is torch.optim.Adam
+            and EagerStep.supports(optimizer)
+            and all(
+                group["fused"]
+                and not any(group[k] for k in ("amsgrad", "maximize", "differentiable", "capturable"))
+                and not group.get("decoupled_weight_decay", False)
+                and isinstance(group["lr"], float)
+                for group in optimizer.param_groups
+            )
         )
 
     @torch.no_grad()
@@ -134,7 +179,7 @@ class FusedAdamStep:
         """One Adam step of every param group."""
         optimizer, state = self.optimizer, self.optimizer.state
         if not state:  # flat parameters all have gradients: the first step creates every state
-            optimizer.step()
+            self._first_step()
             return
         for group in optimizer.param_groups:
             params = group["params"]
@@ -170,12 +215,7 @@ class Optimizers:
         self.units = units
         # the direct step needs every parameter's gradient present: flat parameters only
         not_flat = {id(unit.optimizer) for unit in units if not unit.grads}
-        self._steps = [
-            FusedAdamStep(optimizer)
-            if id(optimizer) not in not_flat and FusedAdamStep.supports(optimizer)
-            else optimizer.step
-            for optimizer in self.optimizers
-        ]
+        self._steps = [_step(optimizer, flat=id(optimizer) not in not_flat) for optimizer in self.optimizers]
 
     def zero_grad(self) -> None:
         """Zero every gradient (in place where the parameters are flat)."""
@@ -222,6 +262,16 @@ class Optimizers:
         """Restore :meth:`state_dict` of optimizers built from the same config."""
         for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
             optimizer.load_state_dict(saved)
+
+
+def _step(optimizer: torch.optim.Optimizer, flat: bool) -> Callable[[], Any]:
+    """The fastest of :class:`FusedAdamStep`, :class:`EagerStep` and ``optimizer.step``
+    that gives ``optimizer``'s update."""
+    if flat and FusedAdamStep.supports(optimizer):
+        return FusedAdamStep(optimizer)
+    if EagerStep.supports(optimizer):
+        return EagerStep(optimizer)
+    return optimizer.step
 
 
 def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parameter]]) -> Optimizers:

@@ -1,13 +1,14 @@
 """The speed options through the real CLI: a target return that stops the run, the compiled
-update, EnvPool's envs, and a training process that never imports MLflow."""
+update, EnvPool's envs, and runs that never import torch._dynamo unless they compile."""
 
 from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import pytest
-from conftest import TINY, cli
+from conftest import TINY, cli, tiny
 from mlflow import MlflowClient
 
 
@@ -82,3 +83,30 @@ def test_envpool_bad_input_is_one_line_and_writes_nothing(tmp_path, store, args,
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("rlplat-train: error:") and message in line, line
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules Python's import profile (PYTHONPROFILEIMPORTTIME=1) names."""
+    return {m.group(1) for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", stderr, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac"])  # Adam, RMSprop; three param groups
+def test_a_run_that_does_not_compile_never_imports_torch_dynamo(tmp_path, store, algo):
+    """torch._dynamo costs ~0.7 s and ~70 MB of a run's start-up (rlplat/deferred_dynamo.py)."""
+    env = "cartpole" if algo == "a2c" else "pendulum"
+    args = [f"algo={algo}", f"env={env}", *tiny(algo), "checkpoint.every_frames=128", f"tracking.uri={store}"]
+    result = cli("rlplat-train", *args, cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.returncode == 0, result.stderr
+    imported = _imported(result.stderr)
+    assert {"torch", "tensordict", "torch.optim"} <= imported  # the profile was taken
+    assert "torch._dynamo" not in imported
+    assert _run(store)[1].info.status == "FINISHED"
+
+    run_dir = next(Path(tmp_path, "outputs", "runs").glob("*/*"))
+    (run_dir / "checkpoints" / "final.pt").unlink()  # resume from the last periodic checkpoint
+    for checkpoint in sorted((run_dir / "checkpoints").glob("step_*.pt"))[1:]:
+        checkpoint.unlink()
+    resumed = cli("rlplat-train", f"resume={run_dir}", f"tracking.uri={store}", cwd=tmp_path,
+                  env={"PYTHONPROFILEIMPORTTIME": "1"})  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr and "torch._dynamo" not in _imported(resumed.stderr)

@@ -221,7 +221,8 @@ def test_the_direct_fused_adam_step_gives_the_same_numbers_as_adam_step():
     for p, q in zip(*(net.parameters() for net in nets)):
         assert torch.equal(p, q)
     for a, b in zip(*(optimizer.state.values() for optimizer in optimizers)):
-        assert all(torch.equal(a[key], b[key]) for key in ("step", "exp_avg", "exp_avg_sq"))
+        assert all(torch.equal(a[key], b[key]) and a[key].dtype == b[key].dtype for key in a)
+        assert set(a) == set(b) == {"step", "exp_avg", "exp_avg_sq"}
     assert float(next(iter(optimizers[0].state.values()))["step"]) == 6
 
 
@@ -235,7 +236,7 @@ def test_adam_variants_the_direct_step_does_not_reproduce_keep_adam_step(setting
 
 def test_a_fused_adam_over_parameters_one_by_one_keeps_adam_step(monkeypatch):
     """A plugin's Adam not marked elementwise gets the parameters one by one, whose gradients
-    may be None (here the second layer's): it must step through ``Adam.step``."""
+    may be None (here the second layer's): it must step through Adam's own step."""
     from rlplat.registry import OPTIMIZERS, Entry
 
     def plain_adam(params, /, *, lr):
@@ -254,3 +255,47 @@ def test_a_fused_adam_over_parameters_one_by_one_keeps_adam_step(monkeypatch):
         first(torch.randn(4, 3)).sum().backward()  # no gradient reaches the second layer
         optimizers.step()
     assert second.weight.grad is None and torch.equal(second.weight, before)
+
+
+OPTIMIZERS_STEPPED_EAGERLY = [
+    lambda ps: torch.optim.RMSprop(ps, lr=0.01, alpha=0.99, eps=1e-5, weight_decay=0.01),
+    lambda ps: torch.optim.Adam(ps, lr=0.01, fused=False, foreach=False, amsgrad=True),
+    lambda ps: torch.optim.Adam(ps, lr=0.01, fused=True),
+    lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, nesterov=True),
+]
+
+
+@pytest.mark.parametrize("make", OPTIMIZERS_STEPPED_EAGERLY, ids=["rmsprop", "adam-amsgrad", "adam-fused", "sgd"])
+def test_the_eager_step_gives_the_same_numbers_as_optimizer_step(make):
+    from rlplat.optim.groups import EagerStep
+
+    nets = [_net(), _net()]
+    optimizers = [make(list(net.parameters())) for net in nets]
+    assert EagerStep.supports(optimizers[0])
+    eager = EagerStep(optimizers[0])
+    x = torch.randn(16, 3)
+    for _ in range(4):
+        for net, optimizer in zip(nets, optimizers):
+            optimizer.zero_grad()
+            net(x).pow(2).mean().backward()
+        eager()
+        optimizers[1].step()
+        assert torch.is_grad_enabled()
+    for p, q in zip(*(net.parameters() for net in nets)):
+        assert torch.equal(p, q)
+    for a, b in zip(*(optimizer.state.values() for optimizer in optimizers)):
+        assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+
+
+def test_an_optimizer_with_step_hooks_keeps_its_step():
+    from rlplat.optim.groups import EagerStep, _step
+
+    calls = []
+    optimizer = torch.optim.Adam(_net().parameters(), fused=True)
+    assert EagerStep.supports(optimizer)
+    optimizer.register_step_post_hook(lambda *args: calls.append(args))
+    assert not EagerStep.supports(optimizer)
+    step = _step(optimizer, flat=True)
+    assert step == optimizer.step
+    differentiable = torch.optim.Adam(_net().parameters(), differentiable=True)
+    assert not EagerStep.supports(differentiable)
