@@ -83,17 +83,29 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
             tracker.close()  # nothing more once the run ended; a run never started leaves nothing
 
 
+_spare: list[Any] = []
+"""The :class:`rlplat.tracking.process.TrackerProcess` that :func:`main` started before Hydra
+composed the config, until :func:`start_tracker` takes it or :func:`main` discards it."""
+
+
 def start_tracker(cfg: DictConfig) -> Any:
-    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node; None when
-    tracking is off, or when this process has MLflow loaded already (a sweep's launcher
-    process, after its first job): the run then opens an in-process tracker at no cost."""
+    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node (the one
+    :func:`main` started early, when there is one); None when tracking is off, or when this
+    process has MLflow loaded already (a sweep's launcher process, after its first job): the
+    run then opens an in-process tracker at no cost."""
     from rlplat.settings import TrackingConfig
     from rlplat.tracking.process import TrackerProcess
 
     tracking = TrackingConfig.from_node(cfg.tracking)
+    spare = _spare.pop() if _spare else None
     if not tracking.enabled or "mlflow" in sys.modules:
+        if spare is not None:
+            spare.discard()
         return None
-    return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location)
+    if spare is None:
+        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location)
+    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location)
+    return spare
 
 
 def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
@@ -201,17 +213,26 @@ def main() -> None:
         from rlplat.cli.resume import main as resume_main
 
         sys.exit(resume_main(sys.argv[1:]))
+    if not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]):
+        # MLflow (~1.2 s) loads in a child process while Hydra composes and torch loads
+        from rlplat.tracking.process import TrackerProcess
+
+        _spare.append(TrackerProcess.spare())
     try:
-        register_hydra_plugins()
-        register_sweeper()
-        register_group_options()
-        sys.argv[1:] = route(sys.argv[1:])
-        check_command_line(sys.argv[1:])  # every override parses; the output directories are writable
-    except (ConfigError, PluginError) as error:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        fail(error)
-    run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
+        try:
+            register_hydra_plugins()
+            register_sweeper()
+            register_group_options()
+            sys.argv[1:] = route(sys.argv[1:])
+            check_command_line(sys.argv[1:])  # every override parses; the output directories are writable
+        except (ConfigError, PluginError) as error:
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            fail(error)
+        run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
+    finally:
+        while _spare:  # not taken: tracking off, or the config was rejected before the run
+            _spare.pop().discard()
 
 
 _saved_full_error: list[str | None] = []

@@ -4,7 +4,8 @@ Importing MLflow and opening its store take about as long as importing torch; a 
 process that did both would reach its first env step seconds later, and every metric write
 (a sqlite transaction, or an HTTP request) would pause its loop. :class:`TrackerProcess`
 starts a child process at once, which imports MLflow and opens an existing store while the
-parent imports torch and builds the parts, then runs a
+parent imports torch and builds the parts (:meth:`TrackerProcess.spare` starts it before
+the store is known: rlplat-train does so before Hydra composes the config), then runs a
 :class:`rlplat.tracking.store.Tracker` for it (created at the first call, so that a config
 error found by the parent's build leaves no store and no experiment behind):
 
@@ -56,20 +57,26 @@ def _portable(error: BaseException) -> BaseException:
     return TrackingError(f"{type(error).__name__}: {error}")
 
 
-def _serve(connection: Connection, uri: str, experiment: str, artifact_location: str | None) -> None:
-    """The child's loop: import MLflow and open an existing store at once, build the
-    Tracker at the parent's first call (nothing is written before the parent asks: a bad
-    config found while the parent builds leaves no store behind), then run the parent's
-    calls until ``end``."""
+def _serve(connection: Connection) -> None:
+    """The child's loop: import MLflow at once, then wait for the parent's ``open`` (the
+    store's URI, the experiment); open an existing store, build the Tracker at the parent's
+    first call after it (nothing is written before the parent asks: a bad config found while
+    the parent builds leaves no store behind), then run the parent's calls until ``end``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from rlplat.tracking.store import Tracker, warm_up
 
+    try:
+        method, args, _, _ = connection.recv()
+    except (EOFError, OSError):  # the parent is gone, or never needed a tracker
+        return
+    if method != "open":
+        return
+    uri, experiment, artifact_location = args
     warm_up(uri)
     # The imports left ~300k objects that the first full garbage collection would scan: ~0.15 s
-    # inside the parent's first call (the run's creation), which it waits for. Collect now,
-    # while the parent still imports torch, and exempt them from later collections.
-    gc.collect()
+    # inside the parent's first call (the run's creation), which it waits for. Exempt them
+    # from every collection.
     gc.freeze()
     tracker: Tracker | None = None
     while True:
@@ -109,17 +116,47 @@ class TrackerProcess:
     """
 
     def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
-        self.uri = uri
+        self._spawn()
+        self.open(uri, experiment, artifact_location)
+
+    @classmethod
+    def spare(cls) -> TrackerProcess:
+        """A child that starts importing MLflow now, before the store is known; give it the
+        store with :meth:`open`, or :meth:`discard` it."""
+        tracker = cls.__new__(cls)
+        tracker._spawn()
+        return tracker
+
+    def _spawn(self) -> None:
+        self.uri: str | None = None
         self.run_id: str | None = None
         self.experiment_id: str | None = None
         # A plain child interpreter over a socket pair: multiprocessing's spawn would import
         # this process's main module again, and fails inside launchers' worker processes.
         ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", __name__, str(theirs.fileno()), uri, experiment, artifact_location or ""]
+        command = [sys.executable, "-m", __name__, str(theirs.fileno())]
         self._process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
         theirs.close()
         self._connection = Connection(ours.detach())
         self._closed = False
+
+    def open(self, uri: str, experiment: str, artifact_location: str | None) -> None:
+        """Give the child its store (once): it opens an existing one while this process goes
+        on; the first call that waits (:meth:`start`, :meth:`reopen`) raises its errors."""
+        if self.uri is not None:
+            raise RuntimeError(f"this tracker process records to {self.uri!r} already")
+        self.uri = uri
+        self._send("open", uri, experiment, artifact_location)
+
+    def discard(self) -> None:
+        """Stop a child that was never opened (it has written nothing) without waiting for
+        its imports to finish."""
+        if self._closed:
+            return
+        self._closed = True
+        self._process.kill()
+        self._process.wait()
+        self._connection.close()
 
     def _send(self, method: str, *args: Any, reply: bool = False, **kwargs: Any) -> None:
         self._raise_reported()
@@ -205,7 +242,7 @@ class TrackerProcess:
         self._connection.close()
 
 
-if __name__ == "__main__":  # the child: python -m rlplat.tracking.process FD URI EXPERIMENT ARTIFACT_LOCATION
+if __name__ == "__main__":  # the child: python -m rlplat.tracking.process FD
     from rlplat.tracking import process  # this module under its name, so that its errors unpickle in the parent
 
-    process._serve(Connection(int(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4] or None)
+    process._serve(Connection(int(sys.argv[1])))

@@ -90,3 +90,22 @@ def test_a_training_process_that_dies_leaves_its_run_failed_not_running(store):
     run = MlflowClient(tracking_uri=store).get_run(run_id)
     assert run.info.status == "FAILED"
     assert run.data.metrics == {"x": 1.0}  # what was sent before was written
+
+
+def test_a_spare_child_records_once_given_its_store_and_a_discarded_one_writes_nothing(tmp_path, store):
+    spare = TrackerProcess.spare()  # importing MLflow before the store is known
+    spare.open(store, "exp", None)
+    with pytest.raises(RuntimeError, match="records to"):
+        spare.open(store, "other", None)
+    run_id = spare.start("a-run", {"p": "1"}, {})
+    spare.end("FINISHED")
+    assert MlflowClient(tracking_uri=store).get_run(run_id).info.status == "FINISHED"
+
+    other = tmp_path / "other.db"
+    unused = TrackerProcess.spare()
+    unused.discard()  # at once, whatever the child was doing
+    assert unused._process.poll() is not None and not other.exists()
+    opened = TrackerProcess.spare()
+    opened.open(f"sqlite:///{other}", "exp", None)
+    opened.close()  # opened, never started: nothing written either
+    assert opened._process.poll() is not None and not other.exists()

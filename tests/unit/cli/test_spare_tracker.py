@@ -1,0 +1,30 @@
+"""rlplat-train starts the MLflow child before Hydra composes the config; the run takes it,
+or it is stopped at once (tracking off), having written nothing."""
+
+from __future__ import annotations
+
+from rlplat.cli import train
+from rlplat.hydra_ext import compose_config
+from rlplat.tracking.process import TrackerProcess
+
+
+def _cfg(tmp_path, enabled: bool):
+    return compose_config([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"tracking.enabled={enabled}"])
+
+
+def test_a_run_that_tracks_takes_the_spare_child(tmp_path):
+    spare = TrackerProcess.spare()
+    train._spare.append(spare)
+    tracker = train.start_tracker(_cfg(tmp_path, enabled=True))
+    assert tracker is spare and not train._spare
+    run_id = tracker.start("a-run", {}, {})
+    tracker.end("FINISHED")
+    assert run_id and tracker._process.poll() is not None
+
+
+def test_a_run_that_does_not_track_stops_the_spare_child_at_once(tmp_path):
+    spare = TrackerProcess.spare()
+    train._spare.append(spare)
+    assert train.start_tracker(_cfg(tmp_path, enabled=False)) is None
+    assert spare._process.poll() is not None and not train._spare
+    assert not (tmp_path / "mlflow.db").exists()
