@@ -27,9 +27,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
+from rlplat.command_line import is_multirun, is_resume, prints_only, starts_one_run
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
-from rlplat.hydra_ext.validate import check_command_line, check_config, is_multirun, prints_only
+from rlplat.hydra_ext.validate import check_command_line, check_config
 from rlplat.registry import ConfigError, PluginError
 from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
 
@@ -206,18 +207,26 @@ def fail(error: Exception) -> NoReturn:
     sys.exit(2)
 
 
-def main() -> None:
-    """Console entry point of ``rlplat-train``."""
-    resume = [arg for arg in sys.argv[1:] if arg.startswith("resume=")]
-    if resume:  # continues a run from its checkpoint: its config is in there, no composition
+def main(tracker: Any = None) -> None:
+    """Console entry point of ``rlplat-train`` (through :mod:`rlplat.cli.launch`).
+
+    Args:
+        tracker: An unopened :meth:`rlplat.tracking.process.TrackerProcess.spare` for the
+            run to take, started by the caller; None starts one here when the command line
+            starts one run.
+    """
+    if is_resume(sys.argv[1:]):  # continues a run from its checkpoint: its config is in there, no composition
         from rlplat.cli.resume import main as resume_main
 
+        if tracker is not None:
+            tracker.discard()  # a resumed run reopens its run in this process
         sys.exit(resume_main(sys.argv[1:]))
-    if not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]):
-        # MLflow (~1.2 s) loads in a child process while Hydra composes and torch loads
+    if tracker is None and starts_one_run(sys.argv[1:]):
         from rlplat.tracking.process import TrackerProcess
 
-        _spare.append(TrackerProcess.spare())
+        tracker = TrackerProcess.spare()  # MLflow (~1.2 s) loads while Hydra composes and torch loads
+    if tracker is not None:
+        _spare.append(tracker)
     try:
         try:
             register_hydra_plugins()

@@ -34,6 +34,7 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
+from rlplat.command_line import is_multirun, prints_only
 from rlplat.envs.probe import env_spaces
 from rlplat.hydra_ext.compose import CONFIG_MODULE
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, register_group_options
@@ -46,8 +47,6 @@ from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, che
 GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 """Hydra's override grammar, named in the message for an override that does not parse."""
 
-INFO_FLAGS = ("-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
-"""Hydra flags that print something and run nothing: no output directory is written."""
 
 _KIND_WORDS = {
     bool: ("true or false (bool)", "booleans (bool)"),
@@ -125,16 +124,6 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
         prefix = _literal_prefix(path)
         if prefix and path != ":memory:":
             check_writable("tracking.uri", uri, Path(prefix).parent if prefix == path else Path(prefix), cwd)
-
-
-def prints_only(args: Sequence[str]) -> bool:
-    """Whether the command line only prints (``--help``, ``--cfg job``, ...) and runs nothing."""
-    return any(arg.split("=", 1)[0] in INFO_FLAGS for arg in args)
-
-
-def is_multirun(args: Sequence[str]) -> bool:
-    """Whether the command line starts a multirun (``-m``, ``--multirun``)."""
-    return bool({"-m", "--multirun"} & set(args))
 
 
 def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:

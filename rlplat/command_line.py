@@ -1,0 +1,33 @@
+"""What an ``rlplat-train`` command line asks for, read from its flags without importing Hydra.
+
+:mod:`rlplat.cli.launch` decides from it, before anything heavy is imported, whether to
+start MLflow's child process early; :mod:`rlplat.hydra_ext.validate` checks the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+INFO_FLAGS = ("-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+"""Hydra flags that print something and run nothing: no output directory is written."""
+
+
+def prints_only(args: Sequence[str]) -> bool:
+    """Whether the command line only prints (``--help``, ``--cfg job``, ...) and runs nothing."""
+    return any(arg.split("=", 1)[0] in INFO_FLAGS for arg in args)
+
+
+def is_multirun(args: Sequence[str]) -> bool:
+    """Whether the command line starts a multirun (``-m``, ``--multirun``)."""
+    return bool({"-m", "--multirun"} & set(args))
+
+
+def is_resume(args: Sequence[str]) -> bool:
+    """Whether the command line continues a run or a sweep (``resume=``)."""
+    return any(arg.startswith("resume=") for arg in args)
+
+
+def starts_one_run(args: Sequence[str]) -> bool:
+    """Whether the command line starts one new run in this process: not a multirun, not a
+    command that only prints, not a resume."""
+    return not (is_multirun(args) or prints_only(args) or is_resume(args))
