@@ -23,7 +23,8 @@ ratios of the same repetition, with a 95% percentile-bootstrap interval
    vector env stepped with random actions.
 5. ``startup``: command to first env step on an existing and on a new store, and the peak
    resident memory of the largest process of a small run; beside them, the time and memory
-   of importing torch and building one optimizer (``TORCH_FLOOR``), and the peak memory of
+   of importing torch (``TORCH_IMPORT``) and of importing torch and building one optimizer
+   (``TORCH_FLOOR``), and the peak memory of
    Stable-Baselines3's PPO on the same small run.
 
 The peers run in their own virtualenv (``--peers-python``; ``make bench-peers`` creates it).
@@ -61,14 +62,20 @@ TIANSHOU = {"ppo_cartpole": 6.0, "ppo_pendulum": 16.0, "sac_pendulum": 36.0}
 """Seconds Tianshou's README once reported on an i7 laptop: PPO CartPole to 195, PPO
 Pendulum to -250, SAC Pendulum to -250 (thresholds below ours)."""
 EXPERIMENT = "bench-peers"
+TORCH_IMPORT = "import torch"
+"""The floor of any torch program: its time and memory bound row 5 from below."""
 TORCH_FLOOR = "import torch; torch.optim.Adam(torch.nn.Linear(2, 2).parameters())"
-"""What any torch trainer pays before its first step: importing torch and building an optimizer
-(whose first param group imports torch._dynamo). Its time and memory bound row 5 from below."""
-_TIMED_FLOOR = (
-    "import json, os, time; "
-    f"{TORCH_FLOOR}; "
-    "print('RESULT ' + json.dumps({'seconds': time.time() - float(os.environ['BENCH_T0'])}))"
-)
+"""What a plain torch trainer pays before its first step: importing torch and building an
+optimizer, whose first param group imports torch._dynamo (rlplat defers that import:
+rlplat/deferred_dynamo.py)."""
+
+
+def _timed(code: str) -> str:
+    """``code`` followed by a RESULT line with the seconds since the command started."""
+    return (
+        f"import json, os, time; {code}; "
+        "print('RESULT ' + json.dumps({'seconds': time.time() - float(os.environ['BENCH_T0'])}))"
+    )
 
 
 @dataclass
@@ -309,7 +316,8 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
             fresh = folder / f"new-{rep}.db"
             new.append(rlplat.train(small, uri=f"sqlite:///{fresh}")["time/startup_s"])
         sb3_import = [run([peers_python, "-c", "import stable_baselines3"]).seconds for _ in range(repeats)]
-        floor = [run([here, "-c", _TIMED_FLOOR]) for _ in range(repeats)]  # command to optimizer built
+        floor = [run([here, "-c", _timed(TORCH_FLOOR)]) for _ in range(repeats)]  # command to optimizer built
+        torch_import = [run([here, "-c", _timed(TORCH_IMPORT)]) for _ in range(repeats)]
         sb3_small = [run([peers_python, str(PEERS / "sb3_run.py"), "small"]).max_rss_mb for _ in range(repeats)]
         out["startup"] = {
             "existing_store_s": existing,
@@ -318,6 +326,8 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
             "sb3_import_s": sb3_import,
             "torch_floor_s": [c.result["seconds"] for c in floor],
             "torch_floor_rss_mb": [c.max_rss_mb for c in floor],
+            "torch_import_s": [c.result["seconds"] for c in torch_import],
+            "torch_import_rss_mb": [c.max_rss_mb for c in torch_import],
             "sb3_small_rss_mb": sb3_small,
         }
         print(f"startup: {out['startup']}", flush=True)
@@ -508,8 +518,10 @@ def render(results: dict[str, Any]) -> str:
             f"| for reference: `import stable_baselines3` | {st['sb3_import_s']:.2f} s |",
             f"| for reference: Stable-Baselines3's PPO, the same small run (CartPole, 8 envs x 128 steps), "
             f"peak resident memory | {st['sb3_small_rss_mb']:.0f} MB |",
-            f"| for reference: `{TORCH_FLOOR}`, the floor of any torch trainer "
-            f"| {st['torch_floor_s']:.2f} s, {st['torch_floor_rss_mb']:.0f} MB |",
+            f"| for reference: `{TORCH_IMPORT}`, the floor of any torch program "
+            f"| {st['torch_import_s']:.2f} s, {st['torch_import_rss_mb']:.0f} MB |",
+            f"| for reference: `{TORCH_FLOOR}` (its first param group imports torch._dynamo, which "
+            f"rlplat defers) | {st['torch_floor_s']:.2f} s, {st['torch_floor_rss_mb']:.0f} MB |",
             "",
         ]
     return "\n".join(lines)
