@@ -95,7 +95,7 @@ def main() -> None:
         "--frames",
         type=int,
         default=0,
-        help="frames per sweep job; 0 keeps the tuned preset's (100,096: PPO solving CartPole)",
+        help="frames per sweep job; 0 keeps the tuned preset's trainer.total_frames",
     )
     parser.add_argument("--only", choices=("startup", "sweep"), help="run one of the two")
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
