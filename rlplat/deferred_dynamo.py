@@ -115,14 +115,14 @@ class _OnDynamoImport(importlib.abc.MetaPathFinder):
             return None
         sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        loader = spec.loader if spec is not None else None
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
+        if spec is None:  # not installed: the import fails as it would without this
+            return None
+        loader: Any = spec.loader  # a package's source loader
         exec_module = loader.exec_module
 
         def exec_then_apply(module: ModuleType) -> None:
             exec_module(module)
             _apply(module)
 
-        loader.exec_module = exec_then_apply  # type: ignore[method-assign]  # this spec's loader only
+        loader.exec_module = exec_then_apply  # this spec's loader only
         return spec

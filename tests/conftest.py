@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,11 @@ def cli(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None, t
     return subprocess.run(
         [str(BIN / script), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The modules named by Python's import profile (a command run with PYTHONPROFILEIMPORTTIME=1)."""
+    return {m.group(1) for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", stderr, re.MULTILINE)}
 
 
 @pytest.fixture

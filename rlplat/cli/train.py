@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__
-from rlplat.command_line import is_multirun, is_resume, prints_only, starts_one_run
+from rlplat.command_line import is_multirun, is_resume, prints_only
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config
@@ -208,23 +208,17 @@ def fail(error: Exception) -> NoReturn:
 
 
 def main(tracker: Any = None) -> None:
-    """Console entry point of ``rlplat-train`` (through :mod:`rlplat.cli.launch`).
+    """``rlplat-train``'s command, after :func:`rlplat.cli.launch.main` (the console script).
 
     Args:
-        tracker: An unopened :meth:`rlplat.tracking.process.TrackerProcess.spare` for the
-            run to take, started by the caller; None starts one here when the command line
-            starts one run.
+        tracker: An unopened :meth:`rlplat.tracking.process.TrackerProcess.spare`, started by
+            the launcher for a single run, for the run to take; None: the run starts its
+            tracker process when it needs one.
     """
     if is_resume(sys.argv[1:]):  # continues a run from its checkpoint: its config is in there, no composition
         from rlplat.cli.resume import main as resume_main
 
-        if tracker is not None:
-            tracker.discard()  # a resumed run reopens its run in this process
         sys.exit(resume_main(sys.argv[1:]))
-    if tracker is None and starts_one_run(sys.argv[1:]):
-        from rlplat.tracking.process import TrackerProcess
-
-        tracker = TrackerProcess.spare()  # MLflow (~1.2 s) loads while Hydra composes and torch loads
     if tracker is not None:
         _spare.append(tracker)
     try:
@@ -288,5 +282,5 @@ def restore_full_error() -> None:
         os.environ["HYDRA_FULL_ERROR"] = user_value
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m rlplat.cli.train (the console script is rlplat.cli.launch)
     main()

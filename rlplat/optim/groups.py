@@ -160,14 +160,14 @@ class FusedAdamStep:
     @staticmethod
     def supports(optimizer: torch.optim.Optimizer) -> bool:
         """Whether ``optimizer`` is a fused Adam this step reproduces: plain (no amsgrad,
-        maximize, decoupled weight decay, differentiable or capturable step) with float
-        learning rates, and no step hooks (:meth:`EagerStep.supports`)."""
+        maximize, decoupled weight decay or capturable step) with float learning rates, and
+        what :meth:`EagerStep.supports` asks (no differentiable group, no step hooks)."""
         return (
             type(optimizer) is torch.optim.Adam
             and EagerStep.supports(optimizer)
             and all(
                 group["fused"]
-                and not any(group[k] for k in ("amsgrad", "maximize", "differentiable", "capturable"))
+                and not any(group[k] for k in ("amsgrad", "maximize", "capturable"))
                 and not group.get("decoupled_weight_decay", False)
                 and isinstance(group["lr"], float)
                 for group in optimizer.param_groups

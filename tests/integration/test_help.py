@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import cli, install_distribution
+from conftest import cli, imported_modules, install_distribution
 
 from rlplat.hydra_ext import GROUPS, PRESET_GROUPS, group_options
 
@@ -68,7 +68,7 @@ def test_help_imports_neither_torch_mlflow_nor_optuna(tmp_path):
     """--help stays fast: Python's import profile of the command names none of them."""
     result = cli("rlplat-train", "--help", cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.returncode == 0, result.stderr
-    imported = {m.group(1) for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", result.stderr, re.MULTILINE)}
+    imported = imported_modules(result.stderr)
     assert "hydra" in imported  # the profile was taken
     assert not {m.split(".")[0] for m in imported} & {"torch", "mlflow", "optuna"}
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import TINY, cli, tiny
+from conftest import TINY, cli, imported_modules, tiny
 from mlflow import MlflowClient
 
 
@@ -85,11 +85,6 @@ def test_envpool_bad_input_is_one_line_and_writes_nothing(tmp_path, store, args,
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "mlflow.db").exists()
 
 
-def _imported(stderr: str) -> set[str]:
-    """The modules Python's import profile (PYTHONPROFILEIMPORTTIME=1) names."""
-    return {m.group(1) for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", stderr, re.MULTILINE)}
-
-
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "sac"])  # Adam, RMSprop; three param groups
 def test_a_run_that_does_not_compile_never_imports_torch_dynamo(tmp_path, store, algo):
     """torch._dynamo costs ~0.7 s and ~70 MB of a run's start-up (rlplat/deferred_dynamo.py)."""
@@ -97,7 +92,7 @@ def test_a_run_that_does_not_compile_never_imports_torch_dynamo(tmp_path, store,
     args = [f"algo={algo}", f"env={env}", *tiny(algo), "checkpoint.every_frames=128", f"tracking.uri={store}"]
     result = cli("rlplat-train", *args, cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.returncode == 0, result.stderr
-    imported = _imported(result.stderr)
+    imported = imported_modules(result.stderr)
     assert {"torch", "tensordict", "torch.optim"} <= imported  # the profile was taken
     assert "torch._dynamo" not in imported
     assert _run(store)[1].info.status == "FINISHED"
@@ -109,4 +104,4 @@ def test_a_run_that_does_not_compile_never_imports_torch_dynamo(tmp_path, store,
     resumed = cli("rlplat-train", f"resume={run_dir}", f"tracking.uri={store}", cwd=tmp_path,
                   env={"PYTHONPROFILEIMPORTTIME": "1"})  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    assert "resuming" in resumed.stderr and "torch._dynamo" not in _imported(resumed.stderr)
+    assert "resuming" in resumed.stderr and "torch._dynamo" not in imported_modules(resumed.stderr)
