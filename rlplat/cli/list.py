@@ -18,7 +18,6 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
@@ -28,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, sweep_files
-from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, unknown_name_message
+from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, declared_entry_points, unknown_name_message
 
 PIPE_WIDTH = 10_000
 """Console width when stdout is not a terminal: nothing wraps, so output can be grepped."""
@@ -61,7 +60,7 @@ def conf_sources() -> tuple[list[tuple[str, str]], list[Failure]]:
         and a :class:`Failure` (kind ``conf``) for every one that does not.
     """
     sources, failures = [(BUILTIN_DISTRIBUTION, "rlplat.conf")], []
-    for ep in entry_points(group="rlplat.conf"):
+    for ep in declared_entry_points("rlplat.conf"):
         dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
         try:
             files(ep.value)

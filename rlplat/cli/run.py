@@ -16,7 +16,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -161,6 +161,7 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
     from rlplat.trainer import Interrupted, Trainer
 
     tracker, after_step = _open_run(built, spec)
+    record = RunRecord(tracker, spec, built.tracking.uri, written=spec.resume_run is not None)
     status = "FAILED"
     loggers: list[Any] = []
     try:
@@ -171,7 +172,7 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
         if startup is not None:
             tracker.log_metrics({"time/startup_s": startup}, step=0)
         recorder = TrackerCallback(tracker, after_step=after_step)
-        sinks = [recorder, *loggers, *callbacks]
+        sinks = [record, recorder, *loggers, *callbacks]
         trainer = Trainer(built.parts, built.trainer, spec.output_dir, sinks, built.checkpoint, stop)
         if spec.state is not None:
             trainer.load_state_dict(spec.state)
@@ -193,9 +194,67 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
 
         for logger in loggers:
             logger.close()
-        for path, folder in logged_paths(loggers):
-            tracker.log_artifact(path, folder)
-        tracker.end(status)
+        if record.run_exists(finished=status == "FINISHED"):
+            for path, folder in logged_paths(loggers):
+                tracker.log_artifact(path, folder)
+            tracker.end(status)
+
+
+class RunRecord:
+    """Trainer callback that writes the run directory's :data:`RUN_FILE` (the MLflow run's
+    id, store and experiment: what ``resume=<run dir>`` reads) and tells a sweep's reporter
+    the run's id, once the run exists.
+
+    The tracker creates the run while training starts (:meth:`TrackerProcess.begin`); the
+    record is written at the first log step or checkpoint, or when the run ends, whichever
+    comes first, waiting for the run's creation if need be; an error of the creation (a
+    tracking server that does not answer: ``ConfigError``) is raised there.
+
+    Args:
+        tracker: The run's tracker, its run begun (or reopened).
+        spec: The run's spec (output directory, reporter).
+        uri: The tracking URI, as recorded.
+        written: The record exists already (a resumed run).
+    """
+
+    def __init__(self, tracker: Any, spec: RunSpec, uri: str, written: bool = False) -> None:
+        self.tracker, self.spec, self.uri = tracker, spec, uri
+        self.written = written
+
+    def write(self) -> None:
+        """Write the record (once); waits for the run's creation and raises its error."""
+        if self.written:
+            return
+        self.written = True
+        run_id = self.tracker.started()
+        if self.spec.reporter is not None:
+            self.spec.reporter.link_run(run_id)
+        record = {"run_id": run_id, "tracking_uri": self.uri, "experiment_id": self.tracker.experiment_id}
+        (self.spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+
+    def run_exists(self, finished: bool) -> bool:
+        """Whether the run was created, its record written now if not yet. A creation that
+        failed and was not reported yet is raised when training finished; when training
+        stopped for another reason (raised meanwhile), it is reported on stderr."""
+        try:
+            self.write()
+        except Exception as error:
+            if finished:
+                raise
+            print(f"rlplat-train: warning: the run was not recorded in MLflow ({error})", file=sys.stderr)
+            return False
+        return self.tracker.run_id is not None
+
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """The first log step: write the record."""
+        self.write()
+
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Nothing more: an evaluation was logged first."""
+
+    def on_checkpoint(self, path: Path, best: bool) -> None:
+        """A checkpoint before the first log step: write the record, so that it can be resumed."""
+        self.write()
 
 
 def _startup_seconds(spec: RunSpec) -> float | None:
@@ -227,7 +286,7 @@ def _description(built: Build, tags: dict[str, str]) -> str:
 
 
 def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
-    """Start the MLflow run (or reopen the resumed one); returns the tracker and the last
+    """Begin the MLflow run (or reopen the resumed one); returns the tracker and the last
     step already logged (a resumed run logs only after it)."""
     from omegaconf import OmegaConf
 
@@ -245,11 +304,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
     name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
-    run_id = tracker.start(name, flatten(built.config), tags)
-    if spec.reporter is not None:
-        spec.reporter.link_run(run_id)
-    record = {"run_id": run_id, "tracking_uri": tracking.uri, "experiment_id": tracker.experiment_id}
-    (spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    tracker.begin(name, flatten(built.config), tags)  # created while training starts: see RunRecord
     resolved = spec.output_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
     tracker.log_artifact(resolved)

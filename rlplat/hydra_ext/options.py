@@ -9,14 +9,13 @@ presets. The sweep configs of sweeps/ become options of the group ``sweep`` the 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from importlib.metadata import entry_points
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from rlplat.registry import REGISTRIES
+from rlplat.registry import REGISTRIES, declared_entry_points
 
 GROUPS = {
     "env": "env",
@@ -44,7 +43,7 @@ def config_packages() -> list[str]:
     Returns:
         Importable package names; plugins' come from the ``rlplat.conf`` entry points.
     """
-    return ["rlplat.conf", *(ep.value for ep in entry_points(group=CONF_ENTRY_POINTS))]
+    return ["rlplat.conf", *(ep.value for ep in declared_entry_points(CONF_ENTRY_POINTS))]
 
 
 def yaml_options(group: str, packages: Iterable[str] | None = None) -> set[str]:

@@ -11,7 +11,9 @@ error found by the parent's build leaves no store and no experiment behind):
 
 * calls that answer (:meth:`TrackerProcess.start`, ``reopen``, ``last_step``) wait for the
   child's reply, and re-raise its errors (a tracking server that does not answer is a
-  ``ConfigError``, as in-process);
+  ``ConfigError``, as in-process); :meth:`TrackerProcess.begin` asks for the run without
+  waiting, so that training starts while the child finishes loading MLflow and creates the
+  run, and :meth:`TrackerProcess.started` waits for its id (or raises the error);
 * writes during training (``log_metrics``, ``log_artifact``, ``set_tags``) are sent without
   waiting; a write the store rejected is raised at the next call;
 * :meth:`TrackerProcess.end` waits until everything is written and the run has ended.
@@ -131,6 +133,7 @@ class TrackerProcess:
         self.uri: str | None = None
         self.run_id: str | None = None
         self.experiment_id: str | None = None
+        self._starting = False  # begin() sent, its reply not read yet
         # A plain child interpreter over a socket pair: multiprocessing's spawn would import
         # this process's main module again, and fails inside launchers' worker processes.
         ours, theirs = socket.socketpair()
@@ -169,7 +172,13 @@ class TrackerProcess:
 
     def _call(self, method: str, *args: Any, timeout_s: float = START_TIMEOUT_S, **kwargs: Any) -> Any:
         """Send a call and wait for its reply; re-raise the child's error."""
+        if self._starting:
+            self.started()  # its reply comes first
         self._send(method, *args, reply=True, **kwargs)
+        return self._reply(method, timeout_s)
+
+    def _reply(self, method: str, timeout_s: float) -> Any:
+        """Wait for the child's reply to ``method``; re-raise its error."""
         if not self._connection.poll(timeout_s):
             raise TrackingError(f"the tracker process did not answer {method} within {timeout_s:g} s")
         status, value = self._connection.recv()
@@ -178,15 +187,49 @@ class TrackerProcess:
         return value
 
     def _raise_reported(self) -> None:
-        """Raise the error of a write sent earlier without waiting, if the child reported one."""
-        if not self._closed and self._connection.poll():
-            status, value = self._connection.recv()
-            if status == "error":
-                raise value
+        """Raise the error of a write sent earlier without waiting, if the child reported one
+        (and take the reply of :meth:`begin` when it has come)."""
+        if self._closed or not self._connection.poll():
+            return
+        if self._starting:
+            self.started()
+            return
+        status, value = self._connection.recv()
+        if status == "error":
+            raise value
 
     def start(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> str:
         """Create the run (see :meth:`rlplat.tracking.Tracker.start`); returns its id."""
-        self.run_id, self.experiment_id = self._call("start", run_name, dict(params), dict(tags))
+        self.begin(run_name, params, tags)
+        return self.started()
+
+    def begin(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
+        """Have the child create the run (see :meth:`rlplat.tracking.Tracker.start`) without
+        waiting for it; :meth:`started` returns its id. Writes sent meanwhile are recorded
+        into it."""
+        if self.run_id is not None or self._starting:
+            raise RuntimeError("this tracker process has begun its run already")
+        self._send("start", run_name, dict(params), dict(tags), reply=True)
+        self._starting = True
+
+    def started(self) -> str:
+        """The id of the run asked for by :meth:`begin`, waiting until the child has created
+        it.
+
+        Raises:
+            ConfigError: when no MLflow tracking server answers at an ``http(s)://`` uri;
+                the child is stopped, no run exists.
+            TrackingError: for anything else the store refused; the same.
+        """
+        if self._starting:
+            self._starting = False
+            try:
+                self.run_id, self.experiment_id = self._reply("start", START_TIMEOUT_S)
+            except BaseException:
+                self.close()  # no run to record into
+                raise
+        if self.run_id is None:
+            raise RuntimeError("no run was begun in this tracker process")
         return self.run_id
 
     def reopen(self, run_id: str) -> None:

@@ -381,6 +381,17 @@ class Tracker:
             raise
         return self.run_id
 
+    def begin(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
+        """:meth:`start`, for the interface of :class:`rlplat.tracking.process.TrackerProcess`,
+        whose run is created while training starts: here at once (its errors are raised here)."""
+        self.start(run_name, params, tags)
+
+    def started(self) -> str:
+        """The id of the run :meth:`begin` created."""
+        if self.run_id is None:
+            raise RuntimeError("no run was begun in this tracker")
+        return self.run_id
+
     def reopen(self, run_id: str) -> None:
         """Continue the existing run ``run_id`` (a resume): its status goes back to RUNNING;
         nothing is logged again. End it with :meth:`end` as a started run.

@@ -72,6 +72,36 @@ def test_a_tracking_server_that_does_not_answer_is_a_config_error_at_start(tmp_p
     assert tracker._process.poll() is not None
 
 
+def test_a_run_begun_without_waiting_holds_what_was_sent_before_it_existed(store):
+    tracker = TrackerProcess(store, "exp", None)
+    tracker.begin("a-run", {"p": "1"}, {"algo": "ppo"})  # returns while the child creates the run
+    tracker.log_metrics({"time/startup_s": 1.5}, 0)
+    with pytest.raises(RuntimeError, match="begun its run already"):
+        tracker.begin("again", {}, {})
+    run_id = tracker.started()
+    assert tracker.started() == run_id and tracker.experiment_id is not None
+    tracker.log_metrics({"time/fps": 10.0}, 100)
+    tracker.end("FINISHED")
+    run = MlflowClient(tracking_uri=store).get_run(run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "a-run"
+    assert run.data.params == {"p": "1"} and run.data.tags["algo"] == "ppo"
+    assert run.data.metrics == {"time/startup_s": 1.5, "time/fps": 10.0}
+
+
+def test_a_run_begun_at_a_server_that_does_not_answer_fails_when_its_id_is_asked_for():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tracker = TrackerProcess(f"http://127.0.0.1:{port}", "exp", None)
+    tracker.begin("a-run", {}, {})  # no error yet: the child is still trying
+    with pytest.raises(ConfigError, match="no MLflow tracking server"):
+        tracker.started()
+    assert tracker._process.poll() is not None  # stopped: there is no run to record into
+    tracker.end("FAILED")  # nothing to end, nothing raised
+    with pytest.raises(RuntimeError, match="no run was begun"):
+        tracker.started()
+
+
 def test_a_write_the_store_rejects_is_raised_at_the_next_call(tmp_path, store):
     tracker = TrackerProcess(store, "exp", None)
     tracker.start("a-run", {}, {})

@@ -1,0 +1,62 @@
+"""The run directory's record of its MLflow run, written once the tracker process has
+created the run (training starts meanwhile), and a creation that failed reported where it
+is noticed."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from mlflow import MlflowClient
+
+from rlplat.cli.locate import RUN_FILE
+from rlplat.cli.run import RunRecord, RunSpec
+from rlplat.registry import ConfigError
+from rlplat.tracking.process import TrackerProcess
+
+
+def absent_server() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there once closed
+
+
+def test_the_record_names_the_run_once_the_first_log_step_comes(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = TrackerProcess(store, "exp", None)
+    tracker.begin("a-run", {}, {})
+    record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
+    assert not (tmp_path / RUN_FILE).exists()
+    record.on_log({"time/fps": 1.0}, 100)
+    written = json.loads((tmp_path / RUN_FILE).read_text())
+    assert written == {"run_id": tracker.run_id, "tracking_uri": store, "experiment_id": tracker.experiment_id}
+    assert record.run_exists(finished=True)
+    tracker.end("FINISHED")
+    assert MlflowClient(tracking_uri=store).get_run(written["run_id"]).info.status == "FINISHED"
+
+
+def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step(tmp_path):
+    uri = absent_server()
+    tracker = TrackerProcess(uri, "exp", None)
+    tracker.begin("a-run", {}, {})
+    record = RunRecord(tracker, RunSpec(tmp_path, "title"), uri)
+    with pytest.raises(ConfigError, match="no MLflow tracking server"):
+        record.on_log({"time/fps": 1.0}, 100)
+    assert not record.run_exists(finished=False)  # the error is on its way up: nothing more
+    assert not (tmp_path / RUN_FILE).exists()
+
+
+def test_a_failed_creation_noticed_only_at_the_end_is_raised_or_reported(tmp_path, capsys):
+    uri = absent_server()
+    for finished in (True, False):
+        tracker = TrackerProcess(uri, "exp", None)
+        tracker.begin("a-run", {}, {})
+        record = RunRecord(tracker, RunSpec(tmp_path, "title"), uri)
+        if finished:  # training ended normally: the run's absence is the error
+            with pytest.raises(ConfigError, match="no MLflow tracking server"):
+                record.run_exists(finished=True)
+        else:  # training stopped for another reason, being raised: this one is only reported
+            assert not record.run_exists(finished=False)
+            assert "warning: the run was not recorded in MLflow" in capsys.readouterr().err
+        assert tracker._process.poll() is not None and not (tmp_path / RUN_FILE).exists()
