@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gymnasium
 from tensordict import TensorDict
+from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.losses.actor_critic import ActorCriticLoss
@@ -68,14 +69,14 @@ class A2CLoss(ActorCriticLoss):
         observation = batch[keys.OBSERVATION]
         log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         pg_loss = -(log_prob * advantage).mean()
-        v_loss = (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
-        entropy = entropy.mean()
+        v_loss = F.mse_loss(self.agent.value(observation), batch[keys.VALUE_TARGET])
+        loss_entropy, entropy = self.entropy_terms(entropy)
         return TensorDict(
             {
                 "loss_objective": pg_loss,
                 "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": -self.entropy_coef * entropy,
-                "entropy": entropy.detach(),
+                "loss_entropy": loss_entropy,
+                "entropy": entropy,
             },
             batch_size=[],
         )

@@ -86,6 +86,17 @@ class ActorCriticLoss(nn.Module):
         advantage = batch[keys.ADVANTAGE].squeeze(-1)
         return log_prob, entropy, normalize(advantage) if self.normalize_advantage else advantage
 
+    def entropy_terms(self, entropy: Tensor) -> tuple[Tensor, Tensor]:
+        """``[N]`` entropies -> ``loss_entropy = -c_e * mean(H)`` (0-dim) and the mean entropy,
+        detached (the diagnostic). With ``entropy_coef = 0`` the term is a constant zero, so
+        that the backward pass does not go through the entropy's graph (its gradient would
+        be zero)."""
+        if self.entropy_coef == 0:
+            mean = entropy.detach().mean()
+            return torch.zeros_like(mean), mean
+        mean = entropy.mean()
+        return -self.entropy_coef * mean, mean.detach()
+
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """``actor``: the policy's torso and head (and the shared torso when
         ``share_torso``); ``critic``: the value torso and head."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
+from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import kl_estimate
@@ -95,15 +96,16 @@ class PPOLoss(ActorCriticLoss):
 
         value = self.agent.value(observation)  # [N, 1]
         value_target = batch[keys.VALUE_TARGET]
-        v_loss = (value - value_target).pow(2)
-        if self.value_clip is not None:
+        if self.value_clip is None:
+            v_loss = 0.5 * F.mse_loss(value, value_target)
+        else:
             value_old = batch[keys.STATE_VALUE]
             v_clipped = value_old + (value - value_old).clamp(-self.value_clip, self.value_clip)
+            v_loss_unclipped = (value - value_target).pow(2)
             v_loss_clipped = (v_clipped - value_target).pow(2)
-            v_loss = torch.max(v_loss, v_loss_clipped)
-        v_loss = 0.5 * v_loss.mean()
+            v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
-        entropy = entropy.mean()
+        loss_entropy, entropy = self.entropy_terms(entropy)
         with torch.no_grad():
             approx_kl = kl_estimate(log_ratio, ratio).mean()
             clip_fraction = (ratio - 1.0).abs_().gt_(self.clip_epsilon).mean()  # |ratio - 1| > eps
@@ -112,8 +114,8 @@ class PPOLoss(ActorCriticLoss):
             {
                 "loss_objective": pg_loss,
                 "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": -self.entropy_coef * entropy,
-                "entropy": entropy.detach(),
+                "loss_entropy": loss_entropy,
+                "entropy": entropy,
                 "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction,
                 "ratio": ratio_mean,

@@ -7,6 +7,7 @@ import gymnasium
 import torch
 from tensordict import TensorDict
 from torch import Tensor
+from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import kl_estimate
@@ -115,14 +116,14 @@ class PPOKLLoss(ActorCriticLoss):
         ratio = log_ratio.exp()
         kl = kl_estimate(log_ratio, ratio).mean()
         pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
-        v_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
-        entropy = entropy.mean()
+        v_loss = 0.5 * F.mse_loss(self.agent.value(observation), batch[keys.VALUE_TARGET])
+        loss_entropy, entropy = self.entropy_terms(entropy)
         return TensorDict(
             {
                 "loss_objective": pg_loss,
                 "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": -self.entropy_coef * entropy,
-                "entropy": entropy.detach(),
+                "loss_entropy": loss_entropy,
+                "entropy": entropy,
                 "kl": kl.detach(),
                 "kl_beta": self.kl_beta.clone(),
             },

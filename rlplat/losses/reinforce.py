@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
+from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import td_lambda_return
@@ -87,14 +88,14 @@ class ReinforceLoss(ActorCriticLoss):
         observation = batch[keys.OBSERVATION]
         log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
         pg_loss = -(log_prob * advantage).mean()
-        baseline_loss = 0.5 * (self.agent.value(observation) - batch[keys.VALUE_TARGET]).pow(2).mean()
-        entropy = entropy.mean()
+        baseline_loss = 0.5 * F.mse_loss(self.agent.value(observation), batch[keys.VALUE_TARGET])
+        loss_entropy, entropy = self.entropy_terms(entropy)
         return TensorDict(
             {
                 "loss_objective": pg_loss,
                 "loss_critic": self.value_coef * baseline_loss,
-                "loss_entropy": -self.entropy_coef * entropy,
-                "entropy": entropy.detach(),
+                "loss_entropy": loss_entropy,
+                "entropy": entropy,
             },
             batch_size=[],
         )

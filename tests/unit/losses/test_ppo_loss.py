@@ -82,6 +82,20 @@ def test_ppo_loss_terms_carry_gradients_and_diagnostics_do_not():
     assert not any(out[k].requires_grad for k in ("entropy", "approx_kl", "clip_fraction", "ratio"))
 
 
+def test_an_entropy_term_of_weight_zero_is_a_constant_and_the_entropy_still_a_diagnostic():
+    entropy = 0.5 + HALF_LOG_2PI  # of N(mean, 1) in one action dim
+    for coef in (0.0, 0.01):
+        loss = make_loss(entropy_coef=coef, value_clip=None)
+        out = loss(batch())
+        assert out["entropy"].item() == pytest.approx(entropy, rel=1e-6) and not out["entropy"].requires_grad
+        assert out["loss_entropy"].item() == pytest.approx(-coef * entropy, rel=1e-6)
+        assert out["loss_entropy"].requires_grad == (coef != 0)  # weight 0: no backward through the entropy
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+        assert loss.agent.head.log_std.grad is not None  # the objective's gradient reaches it either way
+    # without value clipping the critic term is 0.5 * c_v * mean((V - V_target)^2): V = [1, -2], targets [1.5, -1]
+    assert out["loss_critic"].item() == pytest.approx(0.5 * 0.5 * (0.25 + 1.0) / 2, rel=1e-6)
+
+
 def test_preprocess_uses_values_of_true_next_observations():
     loss = make_loss(gamma=0.9, gae_lambda=0.7)
     T, B = 4, 3
