@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, EntryPoints, entry_points
-from typing import Any
+from typing import Any, cast
 
 BUILTIN_DISTRIBUTION = "rlplat"
 
@@ -40,12 +40,13 @@ def declared_entry_points(group: str) -> EntryPoints:
     rescans them at each call, ~4 ms here, and a run looks up about fifteen groups); the
     scan is made again when ``sys.path`` has changed.
     """
-    return _entry_points_on(tuple(sys.path)).select(group=group)
+    return cast(EntryPoints, _entry_points_on(tuple(sys.path)).select(group=group))
 
 
 @cache
-def _entry_points_on(path: tuple[str, ...]) -> EntryPoints:
-    """Every entry point of the distributions found on ``path`` (``sys.path`` as a tuple)."""
+def _entry_points_on(path: tuple[str, ...]) -> Any:
+    """Every entry point of the distributions found on ``path`` (``sys.path`` as a tuple):
+    ``EntryPoints``, or on Python 3.11 ``SelectableGroups``; both select a group."""
     return entry_points()
 
 
