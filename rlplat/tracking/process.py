@@ -187,12 +187,10 @@ class TrackerProcess:
         return value
 
     def _raise_reported(self) -> None:
-        """Raise the error of a write sent earlier without waiting, if the child reported one
-        (and take the reply of :meth:`begin` when it has come)."""
-        if self._closed or not self._connection.poll():
-            return
-        if self._starting:
-            self.started()
+        """Raise the error of a write sent earlier without waiting, if the child reported one.
+        While the run of :meth:`begin` is being created its reply comes first: it is left for
+        :meth:`started` (the writes' errors, if any, come after it)."""
+        if self._closed or self._starting or not self._connection.poll():
             return
         status, value = self._connection.recv()
         if status == "error":
