@@ -195,9 +195,12 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
         for logger in loggers:
             logger.close()
         if record.run_exists(finished=status == "FINISHED"):
-            for path, folder in logged_paths(loggers):
-                tracker.log_artifact(path, folder)
-            tracker.end(status)
+            try:
+                record.write()  # when no log step came before the end
+                for path, folder in logged_paths(loggers):
+                    tracker.log_artifact(path, folder)
+            finally:
+                tracker.end(status)
 
 
 class RunRecord:
@@ -220,41 +223,50 @@ class RunRecord:
     def __init__(self, tracker: Any, spec: RunSpec, uri: str, written: bool = False) -> None:
         self.tracker, self.spec, self.uri = tracker, spec, uri
         self.written = written
+        self._raised: BaseException | None = None  # the creation's error, once raised from a hook
 
     def write(self) -> None:
         """Write the record (once); waits for the run's creation and raises its error."""
         if self.written:
             return
-        self.written = True
         run_id = self.tracker.started()
         if self.spec.reporter is not None:
             self.spec.reporter.link_run(run_id)
         record = {"run_id": run_id, "tracking_uri": self.uri, "experiment_id": self.tracker.experiment_id}
         (self.spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        self.written = True
 
     def run_exists(self, finished: bool) -> bool:
-        """Whether the run was created, its record written now if not yet. A creation that
-        failed and was not reported yet is raised when training finished; when training
-        stopped for another reason (raised meanwhile), it is reported on stderr."""
+        """Whether the run was created (waits for its creation). A creation that failed is
+        raised when training finished; when training stopped for another reason (being
+        raised), it is reported on stderr, unless it is that reason."""
         try:
-            self.write()
+            self.tracker.started()
         except Exception as error:
             if finished:
                 raise
-            print(f"rlplat-train: warning: the run was not recorded in MLflow ({error})", file=sys.stderr)
+            if error is not self._raised:
+                print(f"rlplat-train: warning: the run was not recorded in MLflow ({error})", file=sys.stderr)
             return False
-        return self.tracker.run_id is not None
+        return True
+
+    def _write_from_hook(self) -> None:
+        try:
+            self.write()
+        except Exception as error:
+            self._raised = error
+            raise
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
         """The first log step: write the record."""
-        self.write()
+        self._write_from_hook()
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Nothing more: an evaluation was logged first."""
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
         """A checkpoint before the first log step: write the record, so that it can be resumed."""
-        self.write()
+        self._write_from_hook()
 
 
 def _startup_seconds(spec: RunSpec) -> float | None:

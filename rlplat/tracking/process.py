@@ -13,15 +13,18 @@ error found by the parent's build leaves no store and no experiment behind):
   child's reply, and re-raise its errors (a tracking server that does not answer is a
   ``ConfigError``, as in-process); :meth:`TrackerProcess.begin` asks for the run without
   waiting, so that training starts while the child finishes loading MLflow and creates the
-  run, and :meth:`TrackerProcess.started` waits for its id (or raises the error);
+  run, and :meth:`TrackerProcess.started` waits for its id (or raises the error; a run that
+  could not be created stops the child, and later writes are dropped);
 * writes during training (``log_metrics``, ``log_artifact``, ``set_tags``) are sent without
   waiting; a write the store rejected is raised at the next call;
-* :meth:`TrackerProcess.end` waits until everything is written and the run has ended.
+* :meth:`TrackerProcess.end` waits until everything is written and the run has ended; writes
+  rejected meanwhile are reported on stderr.
 
 The child ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group): the parent
 ends the run, KILLED, as it would in-process. A parent that dies without ending the run
-(``kill -9``) closes the pipe; the child then ends the run FAILED, so that it does not stay
-RUNNING, and a resume reopens it as usual.
+(``kill -9``) closes the pipe, and one that closes it without ending the run sends ``close``;
+the child then ends the run FAILED, so that it does not stay RUNNING, and a resume reopens it
+as usual.
 
 This module imports neither MLflow nor torch.
 """
@@ -88,7 +91,9 @@ def _serve(connection: Connection) -> None:
             if tracker is not None:
                 tracker.end("FAILED")
             return
-        if method == "close":
+        if method == "close":  # a run begun and never ended (the parent stopped abnormally) ends FAILED
+            if tracker is not None:
+                tracker.end("FAILED")
             return
         try:
             if tracker is None:
@@ -134,6 +139,7 @@ class TrackerProcess:
         self.run_id: str | None = None
         self.experiment_id: str | None = None
         self._starting = False  # begin() sent, its reply not read yet
+        self._start_error: BaseException | None = None  # why the run of begin() was not created
         # A plain child interpreter over a socket pair: multiprocessing's spawn would import
         # this process's main module again, and fails inside launchers' worker processes.
         ours, theirs = socket.socketpair()
@@ -154,6 +160,9 @@ class TrackerProcess:
     def discard(self) -> None:
         """Stop a child that was never opened (it has written nothing) without waiting for
         its imports to finish."""
+        self._kill()
+
+    def _kill(self) -> None:
         if self._closed:
             return
         self._closed = True
@@ -162,6 +171,8 @@ class TrackerProcess:
         self._connection.close()
 
     def _send(self, method: str, *args: Any, reply: bool = False, **kwargs: Any) -> None:
+        if self._start_error is not None:
+            return  # no run was created (its error was raised by started()): nothing to record into
         self._raise_reported()
         if self._closed:
             raise TrackingError(f"the tracker process has ended; {method} was not recorded")
@@ -179,12 +190,20 @@ class TrackerProcess:
 
     def _reply(self, method: str, timeout_s: float) -> Any:
         """Wait for the child's reply to ``method``; re-raise its error."""
-        if not self._connection.poll(timeout_s):
-            raise TrackingError(f"the tracker process did not answer {method} within {timeout_s:g} s")
-        status, value = self._connection.recv()
+        status, value = self._receive(method, timeout_s)
         if status == "error":
             raise value
         return value
+
+    def _receive(self, method: str, timeout_s: float) -> tuple[str, Any]:
+        """The child's next message, ``("ok", result)`` or ``("error", exception)``."""
+        try:
+            if not self._connection.poll(timeout_s):
+                raise TrackingError(f"the tracker process did not answer {method} within {timeout_s:g} s")
+            status, value = self._connection.recv()
+        except (EOFError, OSError) as error:
+            raise TrackingError(f"the tracker process died ({error or 'end of file'}); no answer to {method}") from None
+        return status, value
 
     def _raise_reported(self) -> None:
         """Raise the error of a write sent earlier without waiting, if the child reported one.
@@ -212,20 +231,24 @@ class TrackerProcess:
 
     def started(self) -> str:
         """The id of the run asked for by :meth:`begin`, waiting until the child has created
-        it.
+        it. A wait cut short (Ctrl-C) can be waited for again.
 
         Raises:
-            ConfigError: when no MLflow tracking server answers at an ``http(s)://`` uri;
-                the child is stopped, no run exists.
+            ConfigError: when no MLflow tracking server answers at an ``http(s)://`` uri: no
+                run exists; the child is stopped, later writes are dropped, and every later
+                call of this method raises the same error.
             TrackingError: for anything else the store refused; the same.
         """
+        if self._start_error is not None:
+            raise self._start_error
         if self._starting:
+            status, value = self._receive("start", START_TIMEOUT_S)
             self._starting = False
-            try:
-                self.run_id, self.experiment_id = self._reply("start", START_TIMEOUT_S)
-            except BaseException:
-                self.close()  # no run to record into
-                raise
+            if status == "error":
+                self._start_error = value
+                self._kill()  # no run to record into: the writes queued behind it are moot
+                raise value
+            self.run_id, self.experiment_id = value
         if self.run_id is None:
             raise RuntimeError("no run was begun in this tracker process")
         return self.run_id
@@ -259,14 +282,33 @@ class TrackerProcess:
         if self._closed:
             return
         try:
-            self._call("end", status, timeout_s=END_TIMEOUT_S)
+            if self._starting:
+                self.started()
+            self._connection.send(("end", (status,), {}, True))
         except Exception as error:
             print(f"rlplat-train: warning: the run could not be ended in MLflow ({error})", file=sys.stderr)
-        finally:
             self._stop()
+            return
+        # The child answers the end after everything sent before it: the errors of writes sent
+        # without waiting come first, then the end's own answer; then it exits.
+        failed_writes, ended = [], False
+        while not ended:
+            try:
+                answer, value = self._receive("end", END_TIMEOUT_S)
+            except TrackingError as error:  # exited after a failed end, died, or did not answer
+                print(f"rlplat-train: warning: the run could not be ended in MLflow ({error})", file=sys.stderr)
+                break
+            if answer == "ok":
+                ended = True
+            else:
+                failed_writes.append(value)
+        for rejected in failed_writes:
+            print(f"rlplat-train: warning: a write to MLflow failed ({rejected})", file=sys.stderr)
+        self._stop()
 
     def close(self) -> None:
-        """Stop the child without recording anything more (no run was started)."""
+        """Stop the child without recording anything more: nothing when no run was started;
+        a run begun and not ended ends FAILED."""
         if self._closed:
             return
         with contextlib.suppress(OSError):  # a child that died already

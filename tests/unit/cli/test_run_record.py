@@ -36,7 +36,7 @@ def test_the_record_names_the_run_once_the_first_log_step_comes(tmp_path):
     assert MlflowClient(tracking_uri=store).get_run(written["run_id"]).info.status == "FINISHED"
 
 
-def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step(tmp_path):
+def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step(tmp_path, capsys):
     uri = absent_server()
     tracker = TrackerProcess(uri, "exp", None)
     tracker.begin("a-run", {}, {})
@@ -44,6 +44,7 @@ def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step(tmp_pat
     with pytest.raises(ConfigError, match="no MLflow tracking server"):
         record.on_log({"time/fps": 1.0}, 100)
     assert not record.run_exists(finished=False)  # the error is on its way up: nothing more
+    assert "warning" not in capsys.readouterr().err  # said once, by the error itself
     assert not (tmp_path / RUN_FILE).exists()
 
 

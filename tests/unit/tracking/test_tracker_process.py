@@ -94,12 +94,35 @@ def test_a_run_begun_at_a_server_that_does_not_answer_fails_when_its_id_is_asked
         port = probe.getsockname()[1]
     tracker = TrackerProcess(f"http://127.0.0.1:{port}", "exp", None)
     tracker.begin("a-run", {}, {})  # no error yet: the child is still trying
-    with pytest.raises(ConfigError, match="no MLflow tracking server"):
+    for _ in range(3):
+        tracker.log_metrics({"x": 1.0}, 1)  # queued behind the run's creation
+    with pytest.raises(ConfigError, match="no MLflow tracking server") as first:
         tracker.started()
-    assert tracker._process.poll() is not None  # stopped: there is no run to record into
+    assert tracker._process.poll() is not None  # stopped at once, the queued writes dropped
+    tracker.set_tags({"rlplat.signal": "SIGINT"})  # nothing to record into: dropped, no error
     tracker.end("FAILED")  # nothing to end, nothing raised
-    with pytest.raises(RuntimeError, match="no run was begun"):
+    with pytest.raises(ConfigError) as again:
         tracker.started()
+    assert again.value is first.value  # the same error, however often it is asked
+
+
+def test_a_wait_for_the_run_cut_short_can_be_waited_for_again_and_close_ends_a_run_left_open(store):
+    tracker = TrackerProcess(store, "exp", None)
+    tracker.begin("a-run", {}, {})
+    with pytest.raises(TrackingError, match="did not answer start"):
+        tracker._receive("start", 0.0)  # as a Ctrl-C would, before the child answered
+    run_id = tracker.started()  # the answer is still there to be read
+    tracker.close()  # the parent stops without ending its run: the child ends it FAILED, never RUNNING
+    assert MlflowClient(tracking_uri=store).get_run(run_id).info.status == "FAILED"
+
+
+def test_writes_the_store_rejected_are_reported_at_the_end_which_still_ends_the_run(store, capsys):
+    tracker = TrackerProcess(store, "exp", None)
+    run_id = tracker.start("a-run", {}, {})
+    tracker.set_tags({"k" * 300: "v"})  # refused by MLflow; its error is not read before the end
+    tracker.end("FINISHED")
+    assert "warning: a write to MLflow failed" in capsys.readouterr().err
+    assert MlflowClient(tracking_uri=store).get_run(run_id).info.status == "FINISHED"
 
 
 def test_a_write_the_store_rejects_is_raised_at_the_next_call(tmp_path, store):
