@@ -6,6 +6,8 @@ start MLflow's child process early; :mod:`rlplat.hydra_ext.validate` checks the 
 
 from __future__ import annotations
 
+import atexit
+import gc
 from collections.abc import Sequence
 
 INFO_FLAGS = ("-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
@@ -31,3 +33,22 @@ def starts_one_run(args: Sequence[str]) -> bool:
     """Whether the command line starts one new run in this process: not a multirun, not a
     command that only prints, not a resume."""
     return not (is_multirun(args) or prints_only(args) or is_resume(args))
+
+
+def skip_final_collection() -> None:
+    """Exempt every object left at exit from the interpreter's last garbage collection.
+
+    Console scripts call this first, so that the handler runs after every other exit handler
+    (``atexit`` runs them last-in, first-out: logging's flush, temporary directories' removal
+    and the rest run before it). The collection Python runs while shutting down walks every
+    object that torch, Hydra and the rest created, ~0.55 s of a 2.5 s ``rlplat-train``
+    command here, to free memory the operating system takes back a moment later; objects
+    that are not in reference cycles are still freed as the modules are torn down. Calling
+    it again does nothing.
+    """
+    if not _skipping:
+        _skipping.append(True)
+        atexit.register(gc.freeze)
+
+
+_skipping: list[bool] = []

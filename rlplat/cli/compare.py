@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.cli.args import ArgumentParser, Key, default_tracking_uri, reported, shown, text
+from rlplat.command_line import skip_final_collection
 from rlplat.registry import ConfigError, closest
 
 PROG = "rlplat-compare"
@@ -100,6 +101,7 @@ def parse(argv: Sequence[str] | None) -> tuple[list[str], dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-compare``; returns 0 (bad input exits with status 2)."""
+    skip_final_collection()
     with reported(PROG):
         targets, values = parse(argv)
         from rlplat.report.report import report_runs

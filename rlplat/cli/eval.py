@@ -28,6 +28,7 @@ from rlplat.cli.restore import (
     parse_command,
     restore,
 )
+from rlplat.command_line import skip_final_collection
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -148,6 +149,7 @@ def record(
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-eval``; returns 0 (bad input exits with status 2)."""
+    skip_final_collection()
     parser = argument_parser(PROG, "Evaluate a trained agent; record the result as a new MLflow run.", KEYS)
     with reported(PROG):
         run, values, env = parse_command(parser, argv, KEYS)

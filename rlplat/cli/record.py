@@ -32,6 +32,7 @@ from rlplat.cli.restore import (
     restore,
     restored_env_node,
 )
+from rlplat.command_line import skip_final_collection
 from rlplat.deferred_dynamo import defer_dynamo
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-record``; returns 0 (bad input exits with status 2)."""
+    skip_final_collection()
     parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
     with reported(PROG):
         run, values, env = parse_command(parser, argv, KEYS)
