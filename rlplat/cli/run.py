@@ -23,6 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.cli.locate import RUN_FILE
+from rlplat.command_line import start_up_done
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def long_lived_objects_frozen() -> Iterator[None]:
     of its loop (a fifth of a second in a 3 s PPO run). Objects made inside the block are
     collected as usual (``gc.freeze``, ``gc.unfreeze``).
     """
-    gc.freeze()
+    start_up_done()  # gc.freeze(), and the collector runs again if start-up paused it
     try:
         yield
     finally:

@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from rlplat.command_line import start_up_done
 from rlplat.registry import ConfigError
 
 START_TIMEOUT_S = 300.0  # the longest a parent waits for the child's answer (a new store's tables take seconds)
@@ -69,6 +70,7 @@ def _serve(connection: Connection) -> None:
     the parent builds leaves no store behind), then run the parent's calls until ``end``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    gc.disable()  # MLflow's imports would set off several full collections that free nothing
     from rlplat.tracking.store import Tracker, warm_up
 
     try:
@@ -79,10 +81,9 @@ def _serve(connection: Connection) -> None:
         return
     uri, experiment, artifact_location = args
     warm_up(uri)
-    # The imports left ~300k objects that the first full garbage collection would scan: ~0.15 s
-    # inside the parent's first call (the run's creation), which it waits for. Exempt them
-    # from every collection.
-    gc.freeze()
+    # The imports left ~300k objects that every full garbage collection would scan (~0.15 s
+    # each): exempt them from all collections, then let the collector run for the rest.
+    start_up_done()
     tracker: Tracker | None = None
     while True:
         try:
