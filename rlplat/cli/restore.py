@@ -87,13 +87,15 @@ def parse_pairs(pairs: Sequence[str], keys: Mapping[str, Key]) -> tuple[dict[str
 
 def argument_parser(prog: str, description: str, keys: Mapping[str, Key]) -> ArgumentParser:
     """The parser of ``<prog> RUN [key=value ...]``, every key listed in ``--help``."""
-    listed = "\n".join(f"  {name}={shown(k.default)}".ljust(26) + k.help for name, k in keys.items())
+    rows = [(f"{name}={shown(k.default)}", k.help) for name, k in keys.items()]
+    env_help = "override a key of the run's env node, e.g. env.id=Pendulum-v1 env.max_episode_steps=100"
+    rows.append((f"{ENV_PREFIX}<key>=VALUE", env_help))
+    listed = "\n".join(f"  {key}".ljust(26) + text for key, text in rows)
     parser = ArgumentParser(
         prog=prog,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"keys:\n{listed}\n  {ENV_PREFIX}<key>=VALUE".ljust(26)
-        + "override a key of the run's env node, e.g. env.id=Pendulum-v1 env.max_episode_steps=100",
+        epilog=f"keys:\n{listed}",
     )
     parser.add_argument("run", nargs="?", help="a run id (MLflow), a run directory or a checkpoint file")
     parser.add_argument("pairs", nargs="*", metavar="key=value", help="settings, listed below")

@@ -199,6 +199,8 @@ def test_help_lists_the_keys(tmp_path):
                        ("rlplat-record", ("episodes=3", "fps=30", "out="))):  # fmt: skip
         result = cli(prog, "--help", cwd=tmp_path)
         assert result.returncode == 0 and all(key in result.stdout for key in keys), result.stdout
+        env_line = next(line for line in result.stdout.splitlines() if "env.<key>=VALUE" in line)
+        assert env_line.index("override") == 26, env_line  # in the column of the other keys' help
 
 
 class ZeroPolicy:
