@@ -99,28 +99,28 @@ def parse(argv: Sequence[str] | None) -> tuple[list[str], dict[str, Any]]:
     return targets, values
 
 
+@collection_paused()  # a short command: no collections while torch and MLflow import
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-compare``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
-    with collection_paused():  # short command: no collections while torch and MLflow import
-        with reported(PROG):
-            targets, values = parse(argv)
-            from rlplat.report.report import report_runs
+    with reported(PROG):
+        targets, values = parse(argv)
+        from rlplat.report.report import report_runs
 
-            written = report_runs(
-                values["tracking.uri"] or default_tracking_uri(),
-                targets,
-                metric=values["metric"],
-                out=Path(values["out"]) if values["out"] else None,
-                group_by=values["group_by"],
-                threshold=values["threshold"],
-                confidence=values["confidence"],
-            )
-        folder = written.files[0].parent
-        print(f"Report written to {folder}/ (report.md, report.csv, plots).")
-        if written.logged_on:
-            print(f"Logged on the sweep's parent run {written.logged_on} (artifacts report/, description).")
-        return 0
+        written = report_runs(
+            values["tracking.uri"] or default_tracking_uri(),
+            targets,
+            metric=values["metric"],
+            out=Path(values["out"]) if values["out"] else None,
+            group_by=values["group_by"],
+            threshold=values["threshold"],
+            confidence=values["confidence"],
+        )
+    folder = written.files[0].parent
+    print(f"Report written to {folder}/ (report.md, report.csv, plots).")
+    if written.logged_on:
+        print(f"Logged on the sweep's parent run {written.logged_on} (artifacts report/, description).")
+    return 0
 
 
 if __name__ == "__main__":

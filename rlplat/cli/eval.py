@@ -147,31 +147,30 @@ def record(
     return run_id
 
 
+@collection_paused()  # a short command: no collections while torch and MLflow import
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-eval``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
-    with collection_paused():  # short command: no collections while torch and MLflow import
-        parser = argument_parser(PROG, "Evaluate a trained agent; record the result as a new MLflow run.", KEYS)
-        with reported(PROG):
-            run, values, env = parse_command(parser, argv, KEYS)
-            uri = values["tracking.uri"] or default_tracking_uri()
-            located = locate_run(run, uri)
-            built = restore(located, env, values["seed"], values["device"])
-            try:
-                tracker, name = open_tracker(located, built.config, uri)  # a store that does not answer: bad input
-                episodes = run_episodes(built, values["episodes"], values["deterministic"])
-            finally:
-                built.parts.close()
-        metrics = summarize(episodes)
-        env_id = built.config["env"].get("id", built.config["env"].get("name"))
-        acting = "deterministic" if values["deterministic"] else "sampled"
-        frames = int(located.state.get("frames", 0))
-        where = f"{located.checkpoint} ({frames:,} frames)"
-        show(metrics, f"{len(episodes)} episodes of {env_id}, {acting} actions, {where}")
-        run_id = record(tracker, name, located, built, values, metrics)
-        source = f" (source run {located.run_id})" if located.run_id else ""
-        print(f"Recorded as MLflow run {run_id}{source}.")
-        return 0
+    parser = argument_parser(PROG, "Evaluate a trained agent; record the result as a new MLflow run.", KEYS)
+    with reported(PROG):
+        run, values, env = parse_command(parser, argv, KEYS)
+        uri = values["tracking.uri"] or default_tracking_uri()
+        located = locate_run(run, uri)
+        built = restore(located, env, values["seed"], values["device"])
+        try:
+            tracker, name = open_tracker(located, built.config, uri)  # a store that does not answer: bad input
+            episodes = run_episodes(built, values["episodes"], values["deterministic"])
+        finally:
+            built.parts.close()
+    metrics = summarize(episodes)
+    env_id = built.config["env"].get("id", built.config["env"].get("name"))
+    acting = "deterministic" if values["deterministic"] else "sampled"
+    frames = int(located.state.get("frames", 0))
+    show(metrics, f"{len(episodes)} episodes of {env_id}, {acting} actions, {located.checkpoint} ({frames:,} frames)")
+    run_id = record(tracker, name, located, built, values, metrics)
+    source = f" (source run {located.run_id})" if located.run_id else ""
+    print(f"Recorded as MLflow run {run_id}{source}.")
+    return 0
 
 
 if __name__ == "__main__":

@@ -127,24 +127,23 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
         built.parts.close()
 
 
+@collection_paused()  # a short command: no collections while torch and MLflow import
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-record``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
-    with collection_paused():  # short command: no collections while torch and MLflow import
-        parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
-        with reported(PROG):
-            run, values, env = parse_command(parser, argv, KEYS)
-            located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
-            path = render(located, values, env)
-        asked_for_gif = values["out"] is not None and Path(values["out"]).suffix.lower() == ".gif"
-        if path.suffix == ".gif" and not asked_for_gif:
-            no_encoder = "no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead"
-            print(f"{PROG}: {no_encoder}", file=sys.stderr)
-        print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")
-        if located.run_id is not None and located.tracking_uri is not None:
-            log_video(located.tracking_uri, located.run_id, path)
-            print(f"Logged as artifact videos/{path.name} of MLflow run {located.run_id}.")
-        return 0
+    parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
+    with reported(PROG):
+        run, values, env = parse_command(parser, argv, KEYS)
+        located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
+        path = render(located, values, env)
+    asked_for_gif = values["out"] is not None and Path(values["out"]).suffix.lower() == ".gif"
+    if path.suffix == ".gif" and not asked_for_gif:
+        print(f"{PROG}: no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead", file=sys.stderr)
+    print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")
+    if located.run_id is not None and located.tracking_uri is not None:
+        log_video(located.tracking_uri, located.run_id, path)
+        print(f"Logged as artifact videos/{path.name} of MLflow run {located.run_id}.")
+    return 0
 
 
 if __name__ == "__main__":

@@ -159,11 +159,9 @@ class TrackerProcess:
         self._send("open", uri, experiment, artifact_location)
 
     def discard(self) -> None:
-        """Stop a child that was never opened (it has written nothing) without waiting for
-        its imports to finish."""
-        self._kill()
-
-    def _kill(self) -> None:
+        """Stop the child at once, without waiting for its imports or for the calls queued
+        for it: a child never opened, or whose run could not be created, has nothing to
+        record."""
         if self._closed:
             return
         self._closed = True
@@ -247,7 +245,7 @@ class TrackerProcess:
             self._starting = False
             if status == "error":
                 self._start_error = value
-                self._kill()  # no run to record into: the writes queued behind it are moot
+                self.discard()  # no run to record into: the writes queued behind it are moot
                 raise value
             self.run_id, self.experiment_id = value
         if self.run_id is None:
