@@ -7,7 +7,11 @@
 ``collection``: frames per second of rlplat's collector alone, with PPO's policy acting in
 16 envs (without observation normalisation, which raw stepping does not do either);
 ``raw``: gymnasium's own sync vector env of the same 16 envs stepped with random actions
-(``envs.step(envs.action_space.sample())``);
+(``envs.step(envs.action_space.sample())``). Both time their loop as rlplat-train runs its
+own, with the objects alive before it exempted from Python's garbage collector (``gc.freeze``):
+otherwise a full collection of the ~300k objects the imports left (0.1-0.15 s each) falls
+inside or outside the half-second loop depending on how many objects came before it, a
+swing of 30% between otherwise identical runs;
 ``matmul``: GFLOP/s of a 256 x 256 by 256 x 256 float32 matrix product on one thread, the
 rate that bounds a 256-wide network's update. Training runs are measured through the
 ``rlplat-train`` command instead (see benchmarks/peers.py).
@@ -16,6 +20,7 @@ rate that bounds a 256-wide network's update. Training runs are measured through
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import tempfile
 import time
@@ -48,6 +53,7 @@ def collection(env: str, rollouts: int) -> None:
         built = build(compose_config(overrides))
         collector = built.parts.collector
         collector.rollout()  # the first reset and warm-up
+        gc.freeze()
         start = time.perf_counter()
         for _ in range(rollouts):
             collector.rollout()
@@ -63,6 +69,7 @@ def raw(env: str, rollouts: int) -> None:
     envs.action_space.seed(0)
     for _ in range(STEPS):  # warm-up, as the collector's first rollout
         envs.step(envs.action_space.sample())
+    gc.freeze()
     start = time.perf_counter()
     for _ in range(rollouts * STEPS):
         envs.step(envs.action_space.sample())
