@@ -336,8 +336,9 @@ def _exit_served() -> NoReturn:
     are flushed first; exit handlers are not run (MLflow's own send nothing once it stops).
     """
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a stream closed, or a pipe whose reader left
+            stream.flush()
     os._exit(0)
 
 
