@@ -30,7 +30,7 @@ def test_a_run_recorded_through_the_process_holds_params_metrics_tags_and_artifa
     callback.on_checkpoint(tmp_path / "final.pt", best=False)
     tracker.set_tags({"rlplat.signal": "none"})
     tracker.end("FINISHED")
-    assert tracker._process.poll() == 0  # the child leaves at once, without the interpreter's teardown
+    assert tracker._process.poll() == 0  # the child has exited, and cleanly
 
     client = MlflowClient(tracking_uri=store)
     run = client.get_run(run_id)
