@@ -112,7 +112,7 @@ class VectorEnv:
         self._returns += reward
         self._lengths += 1
         next_observation = observation
-        if done.any():  # SAME_STEP autoreset: swap the true final observations back in
+        if np.count_nonzero(done):  # SAME_STEP autoreset: swap the true final observations back in
             ended = np.flatnonzero(done)
             next_observation = observation.copy()
             for i in ended:
@@ -122,9 +122,10 @@ class VectorEnv:
             self._lengths[ended] = 0
 
         reward_t = _float_tensor(reward[:, None])
-        done_t = torch.from_numpy(done[:, None])
-        for transform in self.transforms:
-            reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
+        if self.transforms:
+            done_t = torch.from_numpy(done[:, None])
+            for transform in self.transforms:
+                reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
         # statistics are updated once, from the observations the policy acts on next
         observation_t = self._observation(_float_tensor(observation), update=self.update_transforms)
         next_observation_t = (
@@ -145,7 +146,7 @@ class VectorEnv:
         env_action = (action if action.device.type == "cpu" else action.cpu()).detach().numpy()
         if not self._box:
             return env_action
-        scaled = np.clip(env_action, -1.0, 1.0).astype(self._scale.dtype, copy=False)
+        scaled = env_action.clip(-1.0, 1.0).astype(self._scale.dtype, copy=False)
         scaled *= self._scale
         scaled += self._offset
         if self._all_bounded:

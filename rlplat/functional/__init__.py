@@ -7,6 +7,7 @@ from rlplat.functional.distributions import (
     kl_estimate,
     normal_entropy,
     normal_log_prob,
+    normal_mode_log_prob,
     standard_normal_log_prob,
 )
 
@@ -17,6 +18,7 @@ __all__ = [
     "kl_estimate",
     "normal_entropy",
     "normal_log_prob",
+    "normal_mode_log_prob",
     "n_step_return",
     "standard_normal_log_prob",
     "td_lambda_return",

@@ -11,6 +11,7 @@ from rlplat.functional import (
     categorical_log_prob,
     normal_entropy,
     normal_log_prob,
+    normal_mode_log_prob,
     standard_normal_log_prob,
 )
 
@@ -43,11 +44,12 @@ class GaussianHead(nn.Module):
     def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features -> ``[N, action_dim]`` action and ``[N]`` log-probability."""
         mean = F.linear(features, self.mean.weight, self.mean.bias)
+        mode_log_prob = normal_mode_log_prob(self.log_std)
         if deterministic:
-            return mean, normal_log_prob(mean, mean, self.log_std)
+            return mean, mode_log_prob.expand(mean.shape[:-1])
         noise = torch.randn_like(mean)
         action = torch.addcmul(mean, noise, self.log_std.exp())  # mean + noise * std
-        return action, standard_normal_log_prob(noise, self.log_std)
+        return action, standard_normal_log_prob(noise, mode_log_prob)
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N, action_dim]`` actions -> ``[N]`` log-prob and entropy."""

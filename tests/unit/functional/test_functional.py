@@ -14,6 +14,7 @@ from rlplat.functional import (
     kl_estimate,
     normal_entropy,
     normal_log_prob,
+    normal_mode_log_prob,
     standard_normal_log_prob,
 )
 
@@ -185,8 +186,17 @@ def test_standard_normal_log_prob_equals_the_log_density_of_the_action_it_draws(
     noise = torch.randn(32, 3, generator=g)
     action = mean + noise * log_std.exp()
     expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(action).sum(-1)
-    torch.testing.assert_close(standard_normal_log_prob(noise, log_std), expected)
-    torch.testing.assert_close(standard_normal_log_prob(noise, log_std), normal_log_prob(action, mean, log_std))
+    got = standard_normal_log_prob(noise, normal_mode_log_prob(log_std))
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, normal_log_prob(action, mean, log_std))
+
+
+def test_normal_mode_log_prob_is_the_log_density_at_the_mean():
+    g = torch.Generator().manual_seed(4)
+    mean, log_std = torch.randn(8, 3, generator=g), torch.randn(8, 3, generator=g)
+    expected = torch.distributions.Normal(mean, log_std.exp()).log_prob(mean).sum(-1)
+    torch.testing.assert_close(normal_mode_log_prob(log_std), expected)
+    torch.testing.assert_close(normal_mode_log_prob(log_std[0]), expected[0])  # a state-independent log std
 
 
 def test_categorical_head_samples_each_action_with_its_probability():
@@ -201,6 +211,22 @@ def test_categorical_head_samples_each_action_with_its_probability():
     frequencies = torch.bincount(action, minlength=3).double() / len(action)
     torch.testing.assert_close(frequencies, probabilities.double(), atol=4e-3, rtol=0)  # 200k draws: sd < 1.2e-3
     torch.testing.assert_close(log_prob, probabilities.log()[action])
+
+
+def test_gaussian_head_acts_with_the_log_density_of_its_action_and_its_mode():
+    from rlplat.networks.heads import GaussianHead
+
+    torch.manual_seed(0)
+    head = GaussianHead(4, 2, log_std_init=-0.5)
+    features = torch.randn(16, 4)
+    with torch.inference_mode():
+        action, log_prob = head.sample(features, deterministic=False)
+        mode, mode_log_prob = head.sample(features, deterministic=True)
+        mean = head.mean(features)
+    assert action.shape == mode.shape == (16, 2) and log_prob.shape == mode_log_prob.shape == (16,)
+    torch.testing.assert_close(mode, mean)
+    torch.testing.assert_close(log_prob, normal_log_prob(action, mean, head.log_std.detach()))
+    torch.testing.assert_close(mode_log_prob, normal_log_prob(mean, mean, head.log_std.detach()))
 
 
 def test_kl_estimate_is_k3_and_takes_a_ratio_already_computed():
