@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 from collections.abc import Iterator, Sequence
 
@@ -68,6 +69,7 @@ def collection_paused() -> Iterator[None]:
             gc.enable()
 
 
+@functools.cache  # registered once
 def skip_final_collection() -> None:
     """Exempt every object left at exit from the interpreter's last garbage collection.
 
@@ -79,9 +81,4 @@ def skip_final_collection() -> None:
     that are not in reference cycles are still freed as the modules are torn down. Calling
     it again does nothing.
     """
-    if not _skipping:
-        _skipping.append(True)
-        atexit.register(gc.freeze)
-
-
-_skipping: list[bool] = []
+    atexit.register(gc.freeze)
