@@ -22,7 +22,7 @@ from rlplat import keys
 from rlplat.buffers.base import Buffer
 from rlplat.checkpoint import BEST, FINAL, CheckpointFiles, rng_state, set_rng_state
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from rlplat.collectors.base import Collector, Policy
+from rlplat.collectors.base import Collector, Policy, act_function
 from rlplat.envs.base import Episode, VectorEnvLike
 from rlplat.losses.base import Loss
 from rlplat.optim import Optimizers, lr_factor
@@ -122,8 +122,9 @@ def evaluate_policy(
     observation = env.reset(seed=seed)
     env.pop_finished()
     first: dict[int, Episode] = {}
+    act = act_function(policy, deterministic)
     while len(first) < env.num_envs:
-        action, _ = policy.act(observation.to(device), deterministic=deterministic)
+        action, _ = act(observation.to(device))
         observation = env.step(action).observation
         for episode in env.pop_finished():
             first.setdefault(episode.env, episode)

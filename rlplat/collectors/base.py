@@ -7,7 +7,8 @@ the same rollout, so the trainer and the losses never know which one ran.
 
 * :class:`CollectorFactory`: what the entry point names; which arguments rlplat supplies.
 * :class:`Collector`: what the built collector provides to the trainer.
-* :class:`Policy`: what a collector needs from the agent (a loss's ``policy``).
+* :class:`Policy`: what a collector needs from the agent (a loss's ``policy``);
+  :func:`act_function` picks how to call it for a rollout.
 * :data:`EnvMaker`: how a collector gets its envs, ``(num_envs, vectorization) -> env``.
 
 Keys, shapes and dtypes of a rollout (names from :mod:`rlplat.keys`; ``A`` the Box action
@@ -30,8 +31,9 @@ Episodes continue across rollouts: within an episode ``("next", "observation")[t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 from tensordict import TensorDict
@@ -61,6 +63,39 @@ class Policy(Protocol):
             float32 of that action (zeros for a policy without one, e.g. DQN's).
         """
         ...
+
+
+ActFunction = Callable[[Tensor], tuple[Tensor, Tensor]]
+"""``observation [N, *obs_shape] -> (action, log_prob)``, as :meth:`Policy.act` with a fixed
+``deterministic``."""
+
+
+def act_function(policy: Policy, deterministic: bool = False) -> ActFunction:
+    """How to act for a stretch of steps over which the policy's parameters do not change:
+    one rollout of a collector, one evaluation.
+
+    A policy may provide an optional method ``act_function(deterministic) -> ActFunction``:
+    a function that returns what ``act(observation, deterministic)`` would, bit for bit and
+    drawing the same random numbers, with what derives from the parameters alone (e.g. a
+    Gaussian's standard deviation, transposed weights) computed once, when it is taken. It is
+    valid until the next parameter change, so a collector takes it at the start of each
+    rollout and never keeps it across the trainer's updates. Called under
+    ``torch.inference_mode``, as ``act`` is.
+
+    Args:
+        policy: The acting policy.
+        deterministic: As :meth:`Policy.act`'s argument.
+
+    Returns:
+        The policy's ``act_function(deterministic)`` if it has one, else ``act`` with
+        ``deterministic`` bound.
+    """
+    own = getattr(policy, "act_function", None)
+    if own is not None:
+        return cast(ActFunction, own(deterministic))
+    if not deterministic:
+        return policy.act
+    return functools.partial(policy.act, deterministic=True)
 
 
 EnvMaker = Callable[[int, str], VectorEnvLike]

@@ -12,7 +12,7 @@ from tensordict import TensorDict
 from torch import Tensor
 
 from rlplat import keys
-from rlplat.collectors.base import EnvMaker, Policy
+from rlplat.collectors.base import EnvMaker, Policy, act_function
 from rlplat.envs.base import Episode, space_shape
 from rlplat.registry import ConfigError
 
@@ -118,7 +118,8 @@ class SyncCollector:
         if self._observation is None:
             self._observation = self.env.reset(seed=self._reset_seed)
         observations, actions, log_probs, next_observations, rewards, terminated, truncated, done = self._arrays
-        act, step_envs, device = self.policy.act, self.env.step, self.device
+        # the parameters stay as they are until this returns: what derives from them is computed once
+        act, step_envs, device = act_function(self.policy), self.env.step, self.device
         on_cpu = device.type == "cpu"
         observation = self._observation
         for t in range(self.rollout_shape[0]):

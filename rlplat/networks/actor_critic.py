@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import gymnasium
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -60,7 +63,22 @@ class ActorCritic(nn.Module):
             ``(action, log_prob)``: action ``[N, action_dim]`` float (Box) or ``[N]`` int64
             (Discrete), log_prob ``[N]``.
         """
-        return self.head.sample(self.actor_torso(observation), deterministic)
+        return self.act_function(deterministic)(observation)
+
+    def act_function(self, deterministic: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+        """:meth:`act` with ``deterministic`` bound, for a stretch of steps over which the
+        parameters do not change (see :func:`rlplat.collectors.base.act_function`): the
+        torso's ``forward_function()`` when it has one (:class:`rlplat.networks.mlp.MLP`),
+        the head's :meth:`act_function`. Same values and random draws as :meth:`act`, which
+        calls it."""
+        torso = self.actor_torso
+        features = cast(Callable[[Tensor], Tensor], getattr(torso, "forward_function", lambda: torso)())
+        head = self.head.act_function(deterministic)
+
+        def act(observation: Tensor) -> tuple[Tensor, Tensor]:
+            return head(features(observation))
+
+        return act
 
     def log_prob_entropy(self, observation: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N]`` log pi(a|s) and ``[N]`` entropy of pi(.|s), with gradients."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -43,13 +45,31 @@ class GaussianHead(nn.Module):
 
     def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features -> ``[N, action_dim]`` action and ``[N]`` log-probability."""
-        mean = F.linear(features, self.mean.weight, self.mean.bias)
-        mode_log_prob = normal_mode_log_prob(self.log_std)
+        return self.act_function(deterministic)(features)
+
+    def act_function(self, deterministic: bool) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+        """:meth:`sample` with ``deterministic`` bound and what depends on the parameters
+        alone (the mean layer's transposed weight, the std, the mode's log-density) computed
+        now: valid, without gradients, until the next parameter update (see
+        :func:`rlplat.collectors.base.act_function`)."""
+        weight, bias = self.mean.weight.t(), self.mean.bias
+        mode_log_prob = normal_mode_log_prob(self.log_std)  # [], log N(mean | mean, std)
         if deterministic:
-            return mean, mode_log_prob.expand(mean.shape[:-1])
-        noise = torch.randn_like(mean)
-        action = torch.addcmul(mean, noise, self.log_std.exp())  # mean + noise * std
-        return action, standard_normal_log_prob(noise, mode_log_prob)
+
+            def mode(features: Tensor) -> tuple[Tensor, Tensor]:
+                mean = torch.addmm(bias, features, weight)  # F.linear for [N, F] features
+                return mean, mode_log_prob.expand(mean.shape[:-1])
+
+            return mode
+        std = self.log_std.exp()
+
+        def sample(features: Tensor) -> tuple[Tensor, Tensor]:
+            mean = torch.addmm(bias, features, weight)
+            noise = torch.randn_like(mean)
+            action = torch.addcmul(mean, noise, std)  # mean + noise * std
+            return action, standard_normal_log_prob(noise, mode_log_prob)
+
+        return sample
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N, action_dim]`` actions -> ``[N]`` log-prob and entropy."""
@@ -72,13 +92,25 @@ class CategoricalHead(nn.Module):
 
     def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features -> ``[N]`` int64 action and ``[N]`` log-probability."""
-        log_p = F.linear(features, self.logits.weight, self.logits.bias).log_softmax(-1)
-        if deterministic:
-            action = log_p.argmax(-1, keepdim=True)
-        else:  # inverse-CDF sampling: the first action whose cumulative probability exceeds u ~ U[0, 1)
-            u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
-            action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=log_p.shape[-1] - 1)
-        return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
+        return self.act_function(deterministic)(features)
+
+    def act_function(self, deterministic: bool) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+        """:meth:`sample` with ``deterministic`` bound and the logits layer's transposed weight
+        taken now: valid, without gradients, until the next parameter update (see
+        :func:`rlplat.collectors.base.act_function`)."""
+        weight, bias = self.logits.weight.t(), self.logits.bias
+        last = self.logits.out_features - 1
+
+        def sample(features: Tensor) -> tuple[Tensor, Tensor]:
+            log_p = torch.addmm(bias, features, weight).log_softmax(-1)  # F.linear for [N, F] features
+            if deterministic:
+                action = log_p.argmax(-1, keepdim=True)
+            else:  # inverse-CDF sampling: the first action whose cumulative probability exceeds u ~ U[0, 1)
+                u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
+                action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=last)
+            return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
+
+        return sample
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""

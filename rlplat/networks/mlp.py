@@ -22,6 +22,7 @@ FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": F.gelu,
     "silu": F.silu,
 }
+IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh_, "relu": torch.relu_}
 
 
 class MLP(nn.Module):
@@ -79,6 +80,27 @@ class MLP(nn.Module):
         for linear in self._linears:
             h = self._activation(F.linear(h, linear.weight, linear.bias))
         return h
+
+    def forward_function(self) -> Callable[[Tensor], Tensor]:
+        """:meth:`forward` for acting, without gradients, while the parameters do not change
+        (see :func:`rlplat.collectors.base.act_function`): the weights' transposes are taken
+        once, and tanh and ReLU act in place on each layer's output. The same values as
+        :meth:`forward`, bit for bit (``F.linear`` is this ``addmm`` for 2-D inputs).
+
+        Returns:
+            ``[N, *obs_shape]`` float32 -> ``[N, out_features]``; valid under
+            ``torch.inference_mode`` or ``torch.no_grad`` until the next parameter update.
+        """
+        layers = [(linear.bias, linear.weight.t()) for linear in self._linears]
+        activation = IN_PLACE.get(self.activation, self._activation)
+
+        def forward(observation: Tensor) -> Tensor:
+            h = observation if observation.dim() == 2 else observation.flatten(1)
+            for bias, weight in layers:
+                h = activation(torch.addmm(bias, h, weight))
+            return h
+
+        return forward
 
 
 def stackable(modules: Sequence[nn.Module]) -> bool:

@@ -8,10 +8,10 @@ from typing import Any
 import gymnasium
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from rlplat import keys
-from rlplat.collectors.base import Policy
+from rlplat.collectors.base import Policy, act_function
 from rlplat.envs.base import space_shape
 from rlplat.losses.base import Loss
 from rlplat.testing._common import (
@@ -172,6 +172,24 @@ def check_policy(
                 log_prob.shape == (n,) and log_prob.dtype == torch.float32,
                 f"{call} returned log_prob {shape_text(log_prob.shape)} {log_prob.dtype}; expected [{n}] float32",
             )
+            if hasattr(policy, "act_function"):
+                _check_act_function(entry, policy, observation, deterministic, seed)
+
+
+def _check_act_function(entry: Subject, policy: Policy, observation: Tensor, deterministic: bool, seed: int) -> None:
+    """Fail unless the policy's optional ``act_function(deterministic)`` returns what ``act``
+    does, bit for bit, from the same random state (:func:`rlplat.collectors.base.act_function`)."""
+    call = f"policy.act_function({deterministic})({shape_text(observation.shape)} float32)"
+    with entry.running(call), torch.inference_mode():
+        torch.manual_seed(seed)
+        want_action, want_log_prob = policy.act(observation, deterministic=deterministic)
+        torch.manual_seed(seed)
+        action, log_prob = act_function(policy, deterministic)(observation)
+    entry.expect(
+        torch.equal(action, want_action) and torch.equal(log_prob, want_log_prob),
+        f"{call} returned another action or log_prob than policy.act(..., deterministic={deterministic}) "
+        "from the same random state; it must return the same, bit for bit",
+    )
 
 
 def check_param_groups(entry: Subject, loss: Loss) -> dict[str, list[nn.Parameter]]:

@@ -232,6 +232,28 @@ def test_a_parameter_outside_every_param_group_is_named():
         check_loss(LeakyLoss, {"leak": "group"}, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
+class _StalePolicy(_LinearPolicy):
+    """Its act function keeps an action offset that ``act`` no longer has."""
+
+    def act_function(self, deterministic):
+        offset = 0.1
+        return lambda observation: (torch.tanh(self.linear(observation)) + offset, torch.zeros(observation.shape[0]))
+
+
+class StaleActLoss(LeakyLoss):
+    def __init__(self, observation_space, action_space, network):
+        super().__init__(observation_space, action_space, network)
+        self.policy = _StalePolicy(observation_space, action_space)
+
+
+def test_an_act_function_that_differs_from_act_is_named():
+    with pytest.raises(
+        AssertionError,
+        match=r"loss 'StaleActLoss': policy.act_function\(False\)\(\[4, 4\] float32\) returned another action",
+    ):
+        check_loss(StaleActLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
 class Reshaping(Transform):
     def __init__(self, observation_space):
         super().__init__()
