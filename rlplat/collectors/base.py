@@ -44,7 +44,11 @@ from rlplat.envs.base import Episode, VectorEnvLike
 
 @runtime_checkable
 class Policy(Protocol):
-    """What a collector (and evaluation) needs from an agent: a loss's ``policy``."""
+    """What a collector (and evaluation) needs from an agent: a loss's ``policy``.
+
+    Optionally also ``act_function(deterministic)``, for acting over a rollout without
+    recomputing what depends on the parameters alone at every step: see :func:`act_function`.
+    """
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """Choose actions for a batch of observations, without gradients.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
 
 import gymnasium
 from torch import Tensor, nn
@@ -71,8 +70,8 @@ class ActorCritic(nn.Module):
         torso's ``forward_function()`` when it has one (:class:`rlplat.networks.mlp.MLP`),
         the head's :meth:`act_function`. Same values and random draws as :meth:`act`, which
         calls it."""
-        torso = self.actor_torso
-        features = cast(Callable[[Tensor], Tensor], getattr(torso, "forward_function", lambda: torso)())
+        forward_function = getattr(self.actor_torso, "forward_function", None)
+        features = self.actor_torso if forward_function is None else forward_function()
         head = self.head.act_function(deterministic)
 
         def act(observation: Tensor) -> tuple[Tensor, Tensor]:
