@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
-from rlplat import __version__
+from rlplat import __version__, torch_libraries
 from rlplat.command_line import is_multirun, is_resume, prints_only
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
@@ -54,6 +54,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
+    torch_libraries.wait()  # loaded in a thread since the command started (rlplat.cli.launch), when they were
     defer_dynamo()  # before tensordict is imported: torch._dynamo only for runs that compile
     try:
         from rlplat.build import build

@@ -20,6 +20,8 @@ error found by the parent's build leaves no store and no experiment behind):
 * :meth:`TrackerProcess.end` waits until everything is written and the run has ended; writes
   rejected meanwhile are reported on stderr.
 
+The child runs at a lower scheduling priority (:data:`NICENESS`): on a machine with few
+cores, its MLflow import and its writes yield to the training process rather than slow it.
 The child ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group): the parent
 ends the run, KILLED, as it would in-process. A parent that dies without ending the run
 (``kill -9``) closes the pipe, and one that closes it without ending the run sends ``close``;
@@ -50,6 +52,8 @@ from rlplat.registry import ConfigError
 
 START_TIMEOUT_S = 300.0  # the longest a parent waits for the child's answer (a new store's tables take seconds)
 END_TIMEOUT_S = 120.0  # the longest it waits for the child to end the run (Tracker.end tries for 30 s)
+NICENESS = 10
+"""How much the child lowers its scheduling priority (``os.nice``; Unix): 0 is the parent's."""
 
 
 class TrackingError(RuntimeError):
@@ -343,6 +347,8 @@ def _exit_served() -> NoReturn:
 
 
 if __name__ == "__main__":  # the child: python -m rlplat.tracking.process FD
+    if hasattr(os, "nice"):
+        os.nice(NICENESS)  # MLflow's import and the store's writes yield to the training process
     from rlplat.tracking import process  # this module under its name, so that its errors unpickle in the parent
 
     process._serve(Connection(int(sys.argv[1])))

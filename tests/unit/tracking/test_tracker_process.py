@@ -3,16 +3,19 @@ and a run that never stays RUNNING when its training process dies."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
 from rlplat.registry import ConfigError
 from rlplat.tracking import TrackerCallback
-from rlplat.tracking.process import TrackerProcess, TrackingError
+from rlplat.tracking.process import NICENESS, TrackerProcess, TrackingError
 
 
 @pytest.fixture
@@ -162,3 +165,25 @@ def test_a_spare_child_records_once_given_its_store_and_a_discarded_one_writes_n
     opened.open(f"sqlite:///{other}", "exp", None)
     opened.close()  # opened, never started: nothing written either
     assert opened._process.poll() is not None and not other.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the child's priority from Linux /proc")
+def test_the_child_runs_at_a_lower_scheduling_priority_than_its_parent():
+    """So that on a machine with few cores MLflow's import and the store's writes yield to
+    the training process."""
+    tracker = TrackerProcess.spare()
+    try:
+        expected = min(os.nice(0) + NICENESS, 19)
+        deadline = time.monotonic() + 30.0
+        while _niceness(tracker._process.pid) != expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _niceness(tracker._process.pid) == expected
+        assert os.nice(0) < expected  # the parent's own is unchanged
+    finally:
+        tracker.discard()
+
+
+def _niceness(pid: int) -> int:
+    """The nice value of a process (field 19 of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
