@@ -210,9 +210,11 @@ class RunRecord:
     the run's id, once the run exists.
 
     The tracker creates the run while training starts (:meth:`TrackerProcess.begin`); the
-    record is written at the first log step or checkpoint, or when the run ends, whichever
-    comes first, waiting for the run's creation if need be; an error of the creation (a
-    tracking server that does not answer: ``ConfigError``) is raised there.
+    record is written at the first log step or ``best.pt`` after the tracker has answered
+    (training never waits for it there), or at the first periodic checkpoint, or when the
+    run ends, whichever comes first; a periodic checkpoint (what a resume reads) and the end
+    wait for the run's creation if need be. An error of the creation (a tracking server that
+    does not answer: ``ConfigError``) is raised there.
 
     Args:
         tracker: The run's tracker, its run begun (or reopened).
@@ -258,16 +260,25 @@ class RunRecord:
             self._raised = error
             raise
 
+    def _write_if_answered(self) -> None:
+        if not self.written and self.tracker.start_answered():
+            self._write_from_hook()
+
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """The first log step: write the record."""
-        self._write_from_hook()
+        """A log step: write the record once the tracker has answered, without waiting."""
+        self._write_if_answered()
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Nothing more: an evaluation was logged first."""
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
-        """A checkpoint before the first log step: write the record, so that it can be resumed."""
-        self._write_from_hook()
+        """A periodic checkpoint or ``final.pt`` before the record: write it, waiting for the
+        run if need be, so that the run can be resumed. ``best.pt``, which no resume reads:
+        as a log step, without waiting."""
+        if best:
+            self._write_if_answered()
+        else:
+            self._write_from_hook()
 
 
 def _startup_seconds(spec: RunSpec) -> float | None:

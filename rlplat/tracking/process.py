@@ -258,6 +258,16 @@ class TrackerProcess:
             raise RuntimeError("no run was begun in this tracker process")
         return self.run_id
 
+    def start_answered(self) -> bool:
+        """Whether :meth:`started` would return, or raise, without waiting: the child has
+        answered :meth:`begin` (its answer comes before any other), or no answer is awaited."""
+        if not self._starting:
+            return True
+        try:
+            return self._connection.poll()
+        except OSError:
+            return True  # the child died: started() says so at once
+
     def reopen(self, run_id: str) -> None:
         """Continue the run ``run_id`` (see :meth:`rlplat.tracking.Tracker.reopen`)."""
         _, self.experiment_id = self._call("reopen", run_id)

@@ -392,6 +392,11 @@ class Tracker:
             raise RuntimeError("no run was begun in this tracker")
         return self.run_id
 
+    def start_answered(self) -> bool:
+        """True: :meth:`begin` created the run at once (see
+        :meth:`rlplat.tracking.process.TrackerProcess.start_answered`)."""
+        return True
+
     def reopen(self, run_id: str) -> None:
         """Continue the existing run ``run_id`` (a resume): its status goes back to RUNNING;
         nothing is logged again. End it with :meth:`end` as a started run.

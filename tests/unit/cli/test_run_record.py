@@ -1,11 +1,12 @@
 """The run directory's record of its MLflow run, written once the tracker process has
-created the run (training starts meanwhile), and a creation that failed reported where it
-is noticed."""
+created the run (training starts meanwhile and never waits for it at a log step), and a
+creation that failed reported where it is noticed."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
 from mlflow import MlflowClient
@@ -13,7 +14,7 @@ from mlflow import MlflowClient
 from rlplat.cli.locate import RUN_FILE
 from rlplat.cli.run import RunRecord, RunSpec
 from rlplat.registry import ConfigError
-from rlplat.tracking.process import TrackerProcess
+from rlplat.tracking.process import START_TIMEOUT_S, TrackerProcess
 
 
 def absent_server() -> str:
@@ -22,13 +23,25 @@ def absent_server() -> str:
         return f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there once closed
 
 
-def test_the_record_names_the_run_once_the_first_log_step_comes(tmp_path):
+def answered(tracker: TrackerProcess) -> None:
+    """Wait until the tracker process has answered its run's creation (it imports MLflow first)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not tracker.start_answered():
+        assert time.monotonic() < deadline, "the tracker process did not answer"
+        time.sleep(0.01)
+
+
+def test_the_record_names_the_run_at_the_first_log_step_after_its_creation_without_waiting(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerProcess(store, "exp", None)
     tracker.begin("a-run", {}, {})
     record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
-    assert not (tmp_path / RUN_FILE).exists()
-    record.on_log({"time/fps": 1.0}, 100)
+    assert not tracker.start_answered()  # the child is still importing MLflow
+    record.on_log({"time/fps": 1.0}, 100)  # returns at once: training does not wait for the run
+    record.on_checkpoint(tmp_path / "best.pt", best=True)  # nor for best.pt, which no resume reads
+    assert not (tmp_path / RUN_FILE).exists() and not record.written
+    answered(tracker)
+    record.on_log({"time/fps": 1.0}, 200)
     written = json.loads((tmp_path / RUN_FILE).read_text())
     assert written == {"run_id": tracker.run_id, "tracking_uri": store, "experiment_id": tracker.experiment_id}
     assert record.run_exists(finished=True)
@@ -36,11 +49,23 @@ def test_the_record_names_the_run_once_the_first_log_step_comes(tmp_path):
     assert MlflowClient(tracking_uri=store).get_run(written["run_id"]).info.status == "FINISHED"
 
 
-def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step(tmp_path, capsys):
+def test_a_periodic_checkpoint_before_the_record_waits_for_the_run_and_writes_it(tmp_path):
+    """What a resume reads: the run directory must name its run from then on."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = TrackerProcess(store, "exp", None)
+    tracker.begin("a-run", {}, {})
+    record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
+    record.on_checkpoint(tmp_path / "checkpoint.pt", best=False)
+    assert json.loads((tmp_path / RUN_FILE).read_text())["run_id"] == tracker.run_id
+    tracker.end("FINISHED")
+
+
+def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step_after_the_answer(tmp_path, capsys):
     uri = absent_server()
     tracker = TrackerProcess(uri, "exp", None)
     tracker.begin("a-run", {}, {})
     record = RunRecord(tracker, RunSpec(tmp_path, "title"), uri)
+    answered(tracker)
     with pytest.raises(ConfigError, match="no MLflow tracking server"):
         record.on_log({"time/fps": 1.0}, 100)
     assert not record.run_exists(finished=False)  # the error is on its way up: nothing more
