@@ -7,15 +7,14 @@ starts. Which command lines start a run is read from their flags alone
 (:func:`rlplat.command_line.starts_one_run`). Python's garbage collector waits until
 training starts (:func:`rlplat.command_line.collect_after_start_up`), and its last
 collection, at exit, is skipped (:func:`rlplat.command_line.skip_final_collection`).
-torch's shared libraries load in a background thread while Hydra composes the config
-(:mod:`rlplat.torch_libraries`)."""
+For such a run, :func:`rlplat.cli.train.main` has torch's shared libraries loaded in a
+background thread while Hydra composes the config (:mod:`rlplat.torch_libraries`)."""
 
 from __future__ import annotations
 
 import sys
 
 from rlplat.command_line import collect_after_start_up, skip_final_collection, starts_one_run
-from rlplat.torch_libraries import start_loading
 
 
 def main() -> None:
@@ -28,9 +27,6 @@ def main() -> None:
 
         tracker = TrackerProcess.spare()
     from rlplat.cli.train import main as train
-
-    if tracker is not None:
-        start_loading()  # torch's shared libraries, while Hydra composes (waited for in rlplat.cli.train.train)
 
     train(tracker)
 

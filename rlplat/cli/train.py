@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__, torch_libraries
-from rlplat.command_line import is_multirun, is_resume, prints_only
+from rlplat.command_line import is_multirun, is_resume, prints_only, starts_one_run
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config
@@ -233,6 +233,8 @@ def main(tracker: Any = None) -> None:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
             fail(error)
+        if starts_one_run(sys.argv[1:]):  # torch's shared libraries load while Hydra composes
+            torch_libraries.start_loading()
         run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
     finally:
         while _spare:  # not taken: tracking off, or the config was rejected before the run
