@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.locate import RUN_FILE
 from rlplat.command_line import start_up_done
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
@@ -210,11 +211,12 @@ class RunRecord:
     the run's id, once the run exists.
 
     The tracker creates the run while training starts (:meth:`TrackerProcess.begin`); the
-    record is written at the first log step or ``best.pt`` after the tracker has answered
-    (training never waits for it there), or at the first periodic checkpoint, or when the
-    run ends, whichever comes first; a periodic checkpoint (what a resume reads) and the end
-    wait for the run's creation if need be. An error of the creation (a tracking server that
-    does not answer: ``ConfigError``) is raised there.
+    record is written at the first log step, evaluation (``best.pt``) or ``final.pt`` after
+    the tracker has answered, without waiting for it; it waits only once the run can be
+    resumed, at the first of these hooks after a periodic checkpoint (what a resume reads)
+    was written, and at the run's end. A run that is not yet resumable never waits for its
+    MLflow run. An error of the creation (a tracking server that does not answer:
+    ``ConfigError``) is raised there.
 
     Args:
         tracker: The run's tracker, its run begun (or reopened).
@@ -260,23 +262,25 @@ class RunRecord:
             self._raised = error
             raise
 
-    def _write_if_answered(self) -> None:
-        if not self.written and self.tracker.start_answered():
+    def _write_when_due(self) -> None:
+        """Write the record once the tracker has answered, or, waiting for it, once the run
+        has a periodic checkpoint (it can be resumed from then on)."""
+        if self.written:
+            return
+        if self.tracker.start_answered() or periodic_checkpoints(self.spec.output_dir):
             self._write_from_hook()
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """A log step: write the record once the tracker has answered, without waiting."""
-        self._write_if_answered()
+        """A log step: write the record when due."""
+        self._write_when_due()
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Nothing more: an evaluation was logged first."""
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
-        """A periodic checkpoint or ``final.pt`` before the record: write it, waiting for the
-        run if need be, so that the run can be resumed. ``best.pt``, which no resume reads:
-        as a log step, without waiting."""
+        """``best.pt``: as a log step. ``final.pt``: write the record, waiting for the run."""
         if best:
-            self._write_if_answered()
+            self._write_when_due()
         else:
             self._write_from_hook()
 

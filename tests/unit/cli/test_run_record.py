@@ -1,6 +1,6 @@
 """The run directory's record of its MLflow run, written once the tracker process has
-created the run (training starts meanwhile and never waits for it at a log step), and a
-creation that failed reported where it is noticed."""
+created the run (training starts meanwhile and waits for it only once the run can be
+resumed), and a creation that failed reported where it is noticed."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 import pytest
 from mlflow import MlflowClient
 
+from rlplat.checkpoint import CHECKPOINT_DIR
 from rlplat.cli.locate import RUN_FILE
 from rlplat.cli.run import RunRecord, RunSpec
 from rlplat.registry import ConfigError
@@ -38,7 +39,7 @@ def test_the_record_names_the_run_at_the_first_log_step_after_its_creation_witho
     record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
     assert not tracker.start_answered()  # the child is still importing MLflow
     record.on_log({"time/fps": 1.0}, 100)  # returns at once: training does not wait for the run
-    record.on_checkpoint(tmp_path / "best.pt", best=True)  # nor for best.pt, which no resume reads
+    record.on_checkpoint(tmp_path / "best.pt", best=True)  # nor at an evaluation, with no periodic checkpoint yet
     assert not (tmp_path / RUN_FILE).exists() and not record.written
     answered(tracker)
     record.on_log({"time/fps": 1.0}, 200)
@@ -49,13 +50,22 @@ def test_the_record_names_the_run_at_the_first_log_step_after_its_creation_witho
     assert MlflowClient(tracking_uri=store).get_run(written["run_id"]).info.status == "FINISHED"
 
 
-def test_a_periodic_checkpoint_before_the_record_waits_for_the_run_and_writes_it(tmp_path):
-    """What a resume reads: the run directory must name its run from then on."""
+@pytest.mark.parametrize("hook", ["log step", "best.pt", "final.pt"])
+def test_once_the_run_can_be_resumed_a_hook_waits_for_the_run_and_writes_the_record(tmp_path, hook):
+    """A periodic checkpoint is what a resume reads: the run directory must name its run
+    from then on. final.pt (the end) always waits."""
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerProcess(store, "exp", None)
     tracker.begin("a-run", {}, {})
     record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
-    record.on_checkpoint(tmp_path / "checkpoint.pt", best=False)
+    if hook != "final.pt":
+        (tmp_path / CHECKPOINT_DIR).mkdir()
+        (tmp_path / CHECKPOINT_DIR / "step_1024.pt").write_bytes(b"")  # only its name is read here
+    assert not tracker.start_answered()  # the child is still importing MLflow
+    if hook == "log step":
+        record.on_log({"time/fps": 1.0}, 1024)
+    else:
+        record.on_checkpoint(tmp_path / hook, best=hook == "best.pt")
     assert json.loads((tmp_path / RUN_FILE).read_text())["run_id"] == tracker.run_id
     tracker.end("FINISHED")
 
