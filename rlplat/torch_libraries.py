@@ -7,10 +7,10 @@ loader runs without Python's interpreter lock when ``dlopen`` is called as a C f
 through ctypes. :func:`start_loading` has a thread load them, the way torch's own import
 would (``libtorch_global_deps.so`` globally, as ``torch/__init__.py`` does, which brings
 ``libtorch_cpu.so``, ``libc10.so`` and the rest; ``libtorch_python.so`` locally, as the
-``torch._C`` extension that needs it would), while the main thread composes the config (~0.45 s
+``torch._C`` extension that needs it would), while the main thread composes the config (~0.25 s
 of Python); ``import torch`` then finds them loaded and only runs its Python part.
 :func:`wait` joins the thread before torch is imported. ``rlplat-train`` does this for a
-single run (:mod:`rlplat.cli.launch`).
+single run, once its command line has passed the checks (:func:`rlplat.cli.train.main`).
 
 Only on Linux and only for a torch whose ``lib/`` has both libraries; anywhere else, or when
 torch is imported already, nothing is started and ``import torch`` loads them as always. A

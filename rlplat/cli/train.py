@@ -54,7 +54,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
-    torch_libraries.wait()  # loaded in a thread since the command started (rlplat.cli.launch), when they were
+    torch_libraries.wait()  # loading in a thread since main() handed over to Hydra, for a single run
     defer_dynamo()  # before tensordict is imported: torch._dynamo only for runs that compile
     try:
         from rlplat.build import build
