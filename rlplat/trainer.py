@@ -88,6 +88,13 @@ class Callback(Protocol):
         ...
 
 
+def loss_total(losses: TensorDict) -> Tensor:
+    """The sum of a loss output's ``loss_*`` terms, 0-dim (they are scalar tensors: the Loss
+    contract); summed from the first term rather than from 0, one operation less."""
+    first, *rest = (cast(Tensor, v) for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX))
+    return sum(rest, first)
+
+
 def episode_statistics(prefix: str, episodes: Sequence[Episode]) -> dict[str, float]:
     """``<prefix>/return_mean``, ``_std``, ``_min``, ``_max`` (raw undiscounted returns),
     ``<prefix>/episode_length`` (mean, steps) and ``<prefix>/episodes`` (count)."""
@@ -319,13 +326,15 @@ class Trainer:
         """One gradient step on ``batch``; returns the loss output and grad norms, detached,
         or None when the step was skipped for a non-finite loss or gradient."""
         loss, optimizers = self.parts.loss, self.parts.optimizers
-        losses = loss(batch)
-        # the loss_* terms are scalar tensors (the Loss contract), so their sum is one too;
-        # summed from the first term rather than from 0 (one operation less per update)
-        first, *rest = (cast(Tensor, v) for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX))
-        total = sum(rest, first)
-        optimizers.zero_grad()
-        total.backward()
+        if getattr(loss, "analytic_gradients", False):  # the loss sets every gradient itself, detached
+            losses = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss
+            total = loss_total(losses)
+        else:
+            losses = loss(batch)
+            total = loss_total(losses)
+            optimizers.zero_grad()
+            total.backward()
+            losses = losses.detach()
         norms = optimizers.clip_gradients()
         if not bool(torch.isfinite(sum(norms.values(), total))):  # one check for the loss and every gradient
             self._nonfinite(self._nonfinite_update(losses, norms), frames)
@@ -333,7 +342,7 @@ class Trainer:
         optimizers.step()
         losses.update(norms)
         loss.after_update()  # e.g. target networks
-        return losses.detach()
+        return losses
 
     @staticmethod
     def _nonfinite_update(losses: TensorDict, norms: Mapping[str, Tensor]) -> str:

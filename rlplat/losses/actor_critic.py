@@ -83,8 +83,12 @@ class ActorCriticLoss(nn.Module):
         """A minibatch's ``[N]`` log pi(a|s) and entropy (with gradients) and its ``[N]``
         advantages, normalised when ``normalize_advantage``."""
         log_prob, entropy = self.agent.log_prob_entropy(batch[keys.OBSERVATION], batch[keys.ACTION])
+        return log_prob, entropy, self.advantages(batch)
+
+    def advantages(self, batch: TensorDict) -> Tensor:
+        """A minibatch's ``[N]`` advantages, normalised when ``normalize_advantage``."""
         advantage = batch[keys.ADVANTAGE].squeeze(-1)
-        return log_prob, entropy, normalize(advantage) if self.normalize_advantage else advantage
+        return normalize(advantage) if self.normalize_advantage else advantage
 
     def entropy_terms(self, entropy: Tensor) -> tuple[Tensor, Tensor]:
         """``[N]`` entropies -> ``loss_entropy = -c_e * mean(H)`` (0-dim) and the mean entropy,

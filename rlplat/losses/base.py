@@ -110,6 +110,12 @@ class Loss(Protocol):
             which the trainer sums and back-propagates (logged as ``loss/<term>``), and
             scalar diagnostics without gradients (e.g. ``entropy``, ``approx_kl``; logged
             as ``train/<key>``). New keys need no trainer change.
+
+        A loss that knows its gradients in closed form may also have a true attribute
+        ``analytic_gradients`` and a method ``gradients(batch)``: the same TensorDict,
+        detached, with the gradient of the summed ``loss_*`` terms written into each
+        parameter's ``.grad``; the trainer then calls it instead of back-propagating this
+        one's terms (:meth:`rlplat.losses.ppo.PPOLoss.gradients`).
         """
         ...
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import gymnasium
+import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat.networks.base import NetworkFactory
-from rlplat.networks.heads import CategoricalHead, GaussianHead
+from rlplat.networks.backward import linear_backward
+from rlplat.networks.heads import CategoricalHead, GaussianHead, HeadSaved
+from rlplat.networks.mlp import MLP
 from rlplat.registry import ConfigError
 
 
@@ -86,3 +90,38 @@ class ActorCritic(nn.Module):
     def value(self, observation: Tensor) -> Tensor:
         """``[N, *obs_shape]`` -> ``[N, 1]`` V(s), with gradients."""
         return F.linear(self.critic_torso(observation), self.value_head.weight, self.value_head.bias)
+
+    @property
+    def has_backward(self) -> bool:
+        """Whether the written-out backward passes below apply: two torsos (not shared), each
+        an :class:`rlplat.networks.mlp.MLP` with tanh or ReLU."""
+        torsos = (self.actor_torso, self.critic_torso)
+        return self.critic_torso is not self.actor_torso and all(type(t) is MLP and t.has_backward for t in torsos)
+
+    def log_prob_entropy_saving(
+        self, observation: Tensor, action: Tensor
+    ) -> tuple[Tensor, Tensor, tuple[list[Tensor], HeadSaved]]:
+        """:meth:`log_prob_entropy` without autograd (when :attr:`has_backward`): ``[N]``
+        log pi(a|s), ``[N]`` entropy, and what :meth:`policy_backward` needs."""
+        outputs = cast(MLP, self.actor_torso).forward_saving(observation)
+        log_prob, entropy, head_saved = self.head.log_prob_entropy_saving(outputs[-1], action)
+        return log_prob, entropy, (outputs, head_saved)
+
+    def policy_backward(
+        self, saved: tuple[list[Tensor], HeadSaved], grad_log_prob: Tensor, grad_entropy: float = 0.0
+    ) -> None:
+        """Set the ``.grad`` of the policy's parameters (actor torso and head; replaced) from
+        ``[N]`` dL/d log pi(a_n|s_n) and dL/dH(pi(.|s_n)) (one value for every n)."""
+        outputs, head_saved = saved
+        cast(MLP, self.actor_torso).backward(outputs, self.head.backward(head_saved, grad_log_prob, grad_entropy))
+
+    def value_saving(self, observation: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`value` without autograd (when :attr:`has_backward`): ``[N, 1]`` V(s) and
+        what :meth:`value_backward` needs."""
+        outputs = cast(MLP, self.critic_torso).forward_saving(observation)
+        return torch.addmm(self.value_head.bias, outputs[-1], self.value_head.weight.t()), outputs
+
+    def value_backward(self, outputs: list[Tensor], grad_value: Tensor) -> None:
+        """Set the ``.grad`` of the critic torso's and value head's parameters (replaced) from
+        ``[N, 1]`` dL/dV(s_n)."""
+        cast(MLP, self.critic_torso).backward(outputs, linear_backward(self.value_head, outputs[-1], grad_value))

@@ -16,6 +16,10 @@ from rlplat.functional import (
     normal_mode_log_prob,
     standard_normal_log_prob,
 )
+from rlplat.networks.backward import linear_backward, write_grad
+
+HeadSaved = tuple[Tensor, ...]
+"""What a head's ``log_prob_entropy_saving`` keeps for its ``backward``."""
 
 
 def _linear(in_features: int, out_features: int, gain: float) -> nn.Linear:
@@ -77,6 +81,34 @@ class GaussianHead(nn.Module):
         entropy = normal_entropy(self.log_std).expand(mean.shape[:-1])
         return normal_log_prob(action, mean, self.log_std), entropy
 
+    def log_prob_entropy_saving(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor, HeadSaved]:
+        """:meth:`log_prob_entropy` without autograd, keeping what :meth:`backward` needs."""
+        mean = torch.addmm(self.mean.bias, features, self.mean.weight.t())  # F.linear for [N, F] features
+        inv_std = (-self.log_std).exp()
+        z = (action - mean) * inv_std  # [N, action_dim] standardised actions
+        log_prob = standard_normal_log_prob(z, normal_mode_log_prob(self.log_std))
+        return log_prob, normal_entropy(self.log_std).expand(mean.shape[:-1]), (features, z, inv_std)
+
+    def backward(self, saved: HeadSaved, grad_log_prob: Tensor, grad_entropy: float = 0.0) -> Tensor:
+        """Set the mean layer's and ``log_std``'s ``.grad`` (replaced) from dL/d log pi(a|s)
+        and dL/dH: ``d log pi / d mean = z / std``, ``d log pi / d log_std = z^2 - 1`` and
+        ``dH / d log_std = 1`` per action dim, with ``z = (a - mean) / std``.
+
+        Args:
+            saved: What :meth:`log_prob_entropy_saving` returned for this minibatch.
+            grad_log_prob: ``[N]`` float, dL/d log pi(a_n|s_n).
+            grad_entropy: dL/dH(pi(.|s_n)), the same for every sample n.
+
+        Returns:
+            ``[N, F]`` dL/d(features).
+        """
+        features, z, inv_std = saved
+        grad_mean = grad_log_prob.unsqueeze(-1) * z * inv_std  # [N, action_dim]
+        write_grad(self.log_std, torch.mv, z.square().sub_(1.0).t(), grad_log_prob)
+        if grad_entropy:
+            self.log_std.grad.add_(grad_entropy * len(z))  # type: ignore[union-attr]  # set just above
+        return linear_backward(self.mean, features, grad_mean)
+
 
 class CategoricalHead(nn.Module):
     """Categorical distribution over Discrete actions.
@@ -116,3 +148,30 @@ class CategoricalHead(nn.Module):
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""
         logits = F.linear(features, self.logits.weight, self.logits.bias)
         return categorical_log_prob(action, logits), categorical_entropy(logits)
+
+    def log_prob_entropy_saving(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor, HeadSaved]:
+        """:meth:`log_prob_entropy` without autograd, keeping what :meth:`backward` needs."""
+        log_p = torch.addmm(self.logits.bias, features, self.logits.weight.t()).log_softmax(-1)  # [N, num_actions]
+        index = action.unsqueeze(-1)  # [N, 1]
+        p = log_p.exp()
+        entropy = -(p * log_p).sum(-1)
+        return log_p.gather(-1, index).squeeze(-1), entropy, (features, index, log_p, p, entropy)
+
+    def backward(self, saved: HeadSaved, grad_log_prob: Tensor, grad_entropy: float = 0.0) -> Tensor:
+        """Set the logits layer's ``.grad`` (replaced) from dL/d log pi(a|s) and dL/dH:
+        ``d log p_a / d logits = onehot(a) - p`` and ``dH / d logits = -p * (log p + H)``.
+
+        Args:
+            saved: What :meth:`log_prob_entropy_saving` returned for this minibatch.
+            grad_log_prob: ``[N]`` float, dL/d log pi(a_n|s_n).
+            grad_entropy: dL/dH(pi(.|s_n)), the same for every sample n.
+
+        Returns:
+            ``[N, F]`` dL/d(features).
+        """
+        features, index, log_p, p, entropy = saved
+        grad = grad_log_prob.unsqueeze(-1)  # [N, 1]
+        grad_logits = (p * grad).neg_().scatter_add_(-1, index, grad)  # [N, num_actions]
+        if grad_entropy:
+            grad_logits.sub_(grad_entropy * p * (log_p + entropy.unsqueeze(-1)))
+        return linear_backward(self.logits, features, grad_logits)

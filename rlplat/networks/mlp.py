@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from rlplat.networks.backward import OUTPUT_BACKWARD, linear_backward, linear_grads
 from rlplat.registry import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -23,6 +24,31 @@ FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "silu": F.silu,
 }
 IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh_, "relu": torch.relu_}
+
+
+def tanh_(x: Tensor) -> Tensor:
+    """tanh in place on a tensor outside autograd; on the CPU through numpy's ``tanh``.
+
+    torch's CPU tanh kernel is not vectorised in the builds measured here: 8.8 us for a
+    ``[64, 64]`` float32 tensor against 0.9 us for numpy's (2.2 us with the wrapping), at
+    the same accuracy (within one float32 ulp of the float64 value, as torch's is). It is
+    the largest single operation of a 64-unit MLP's update.
+
+    Args:
+        x: A float tensor that does not require gradients.
+
+    Returns:
+        ``x``, holding tanh of its old values.
+    """
+    if x.device.type == "cpu":
+        array = x.numpy()
+        np.tanh(array, out=array)
+        return x
+    return x.tanh_()
+
+
+# in-place activations for forward passes outside autograd (MLP.forward_saving)
+NO_GRAD_IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh_, "relu": torch.relu_}
 
 
 class MLP(nn.Module):
@@ -101,6 +127,49 @@ class MLP(nn.Module):
             return h
 
         return forward
+
+    @property
+    def has_backward(self) -> bool:
+        """Whether :meth:`backward` can back-propagate through the activation (tanh, ReLU)."""
+        return self.activation in OUTPUT_BACKWARD
+
+    def forward_saving(self, observation: Tensor) -> list[Tensor]:
+        """:meth:`forward` without autograd, keeping what :meth:`backward` needs (tanh
+        through :func:`tanh_`: the same values to one float32 ulp).
+
+        Args:
+            observation: ``[N, *obs_shape]`` float32.
+
+        Returns:
+            The flattened input ``[N, in]`` and each layer's activated output, the last one
+            ``[N, out_features]`` (the torso's output).
+        """
+        h = observation if observation.dim() == 2 else observation.flatten(1)
+        outputs = [h]
+        activation = NO_GRAD_IN_PLACE.get(self.activation, self._activation)
+        for linear in self._linears:
+            h = activation(torch.addmm(linear.bias, h, linear.weight.t()))  # F.linear for [N, in]
+            outputs.append(h)
+        return outputs
+
+    def backward(self, outputs: list[Tensor], grad_output: Tensor) -> None:
+        """Back-propagate dL/d(output) through the layers, setting every weight's and bias's
+        ``.grad`` (replaced, not accumulated; see :mod:`rlplat.networks.backward`).
+
+        Args:
+            outputs: What :meth:`forward_saving` returned for this minibatch.
+            grad_output: ``[N, out_features]`` float, dL/d(torso output).
+
+        Raises:
+            ValueError: when the activation has no written-out backward (:attr:`has_backward`).
+        """
+        if not self.has_backward:
+            raise ValueError(f"MLP.backward supports tanh and relu activations, not {self.activation!r}")
+        activation_backward = OUTPUT_BACKWARD[self.activation]
+        grad = grad_output
+        for i in range(len(self._linears) - 1, 0, -1):
+            grad = linear_backward(self._linears[i], outputs[i], activation_backward(grad, outputs[i + 1]))
+        linear_grads(self._linears[0], outputs[0], activation_backward(grad, outputs[1]))  # no gradient for the input
 
 
 def stackable(modules: Sequence[nn.Module]) -> bool:
