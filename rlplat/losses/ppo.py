@@ -164,8 +164,8 @@ class PPOLoss(ActorCriticLoss):
         value, value_saved = agent.value_saving(observation)  # [N, 1]
         advantage = self.advantages(batch)  # [N]
         terms = self._terms(batch, log_prob, entropy, advantage, value)
-        unclipped = terms.pg_loss1 <= terms.pg_loss2
-        grad_log_prob = torch.where(unclipped, advantage, 0.0).mul_(terms.ratio).mul_(-1.0 / n)
+        unclipped = terms.pg_loss1 <= terms.pg_loss2  # [N] bool
+        grad_log_prob = (advantage * unclipped).mul_(terms.ratio).mul_(-1.0 / n)  # [N]
         agent.policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
         agent.value_backward(value_saved, self._value_error(batch, value).mul_(self.value_coef / n))
         return terms.output

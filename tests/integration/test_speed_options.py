@@ -58,6 +58,25 @@ def test_a_compiled_update_trains_and_records_the_same_metrics(tmp_path, store):
         assert math.isfinite(run.data.metrics[metric]), metric
 
 
+def test_closed_form_and_autograd_ppo_updates_record_the_same_losses(tmp_path, store):
+    """loss.analytic_gradients through the real CLI: one seed, each way; the first log step's
+    losses agree to float rounding (the runs' parameters then drift apart by rounding alone)."""
+    first = {}
+    for analytic in ("true", "false"):
+        args = ["algo=ppo", "env=pendulum", *TINY, f"loss.analytic_gradients={analytic}", "seed=3"]
+        result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        client = MlflowClient(tracking_uri=store)
+        [run] = client.search_runs(
+            [client.get_experiment_by_name("rlplat").experiment_id],
+            f"params.`loss.analytic_gradients` = '{analytic.capitalize()}'",
+        )
+        history = {m: client.get_metric_history(run.info.run_id, m) for m in ("loss/objective", "loss/critic")}
+        first[analytic] = {m: min(h, key=lambda x: x.step).value for m, h in history.items()}
+    for metric, value in first["true"].items():
+        assert value == pytest.approx(first["false"][metric], rel=1e-3, abs=1e-6), metric
+
+
 def test_envpool_envs_train_and_evaluate(tmp_path, store):
     pytest.importorskip("envpool", reason="the envpool extra is not installed")
     args = ["algo=ppo", "env=cartpole", *TINY, "env.backend=envpool"]
