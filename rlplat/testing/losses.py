@@ -62,7 +62,8 @@ def check_loss(
       ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
       without gradients; the summed ``loss_*`` terms back-propagate finite gradients into
       every trainable parameter (over the updates); an SGD step per group, then
-      ``after_update()``;
+      ``after_update()``; a loss with a true ``analytic_gradients`` attribute returns the
+      same from ``gradients(batch)`` and sets the same gradients (to float rounding);
     * ``state_dict()`` is a mapping ``torch.save`` can write.
 
     Args:
@@ -290,6 +291,8 @@ def _check_updates(
             optimizer.zero_grad(set_to_none=True)
         with entry.running(f"backward of the summed loss_* terms (update {update})"):
             total.backward()
+        if getattr(loss, "analytic_gradients", False):
+            _check_closed_form(entry, loss, batch, named, update)
         for name, p in named.items():
             if p.grad is not None:
                 entry.expect(bool(torch.isfinite(p.grad).all()), f"the gradient of {name} holds NaN or inf")
@@ -300,6 +303,25 @@ def _check_updates(
             loss.after_update()
     never = [name for name, p in named.items() if p.requires_grad and id(p) not in reached]
     entry.expect(not never, f"trainable parameters that no loss_* term reached in {updates} updates: {never}")
+
+
+def _check_closed_form(
+    entry: Subject, loss: Loss, batch: TensorDict, named: dict[str, nn.Parameter], update: int
+) -> None:
+    """A loss with a true ``analytic_gradients``: ``gradients(batch)`` returns what
+    ``forward`` does and sets the gradients autograd just computed (to float rounding)."""
+    expected = {name: p.grad.clone() for name, p in named.items() if p.grad is not None}
+    with entry.running(f"gradients(batch) (update {update})"):
+        output = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss
+    check_loss_output(entry, output)
+    for name, grad in expected.items():
+        got = named[name].grad
+        difference = float("inf") if got is None else float((got - grad).abs().max())
+        entry.expect(
+            difference <= 1e-3 * (float(grad.abs().max()) + 1e-6),
+            f"gradients(batch) set {name}.grad unlike autograd's back-propagation of the summed loss_* terms "
+            f"(largest difference {difference:.3g})",
+        )
 
 
 def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:
