@@ -231,7 +231,7 @@ def compile_loss(loss: Loss, name: str) -> None:
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
     loss.compile(dynamic=False)
     if getattr(loss, "analytic_gradients", False):
-        loss.analytic_gradients = False  # the compiled forward, back-propagated, replaces them
+        cast(Any, loss).analytic_gradients = False  # the compiled forward, back-propagated, replaces them
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:

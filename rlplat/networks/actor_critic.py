@@ -10,8 +10,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from rlplat.networks.base import NetworkFactory
 from rlplat.networks.backward import linear_backward
+from rlplat.networks.base import NetworkFactory
 from rlplat.networks.heads import CategoricalHead, GaussianHead, HeadSaved
 from rlplat.networks.mlp import MLP
 from rlplat.registry import ConfigError

@@ -24,14 +24,14 @@ OUTPUT_BACKWARD: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
 }
 
 
-def write_grad(parameter: nn.Parameter, compute: Callable[..., Tensor], *args: Tensor) -> None:
+def write_grad(parameter: Tensor, compute: Callable[..., Tensor], *args: Tensor | int) -> None:
     """Set ``parameter.grad`` to ``compute(*args)``, written into the existing ``.grad`` (``out=``):
     a gradient that is a view of an optimizer's flat buffer stays one.
 
     Args:
         parameter: The parameter whose gradient is set (replaced, not accumulated).
         compute: A torch function that takes ``out=`` (``torch.mm``, ``torch.sum``, ``torch.mv``).
-        args: Its positional arguments; the result has the parameter's shape.
+        args: Its positional arguments (tensors, a dim); the result has the parameter's shape.
     """
     if parameter.grad is None:
         parameter.grad = torch.zeros_like(parameter)
