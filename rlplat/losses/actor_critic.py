@@ -147,4 +147,5 @@ def normalize(advantage: Tensor) -> Tensor:
     """Zero mean, unit std (unbiased) over the minibatch; unchanged for a single sample."""
     if advantage.numel() < 2:
         return advantage
-    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    std, mean = torch.std_mean(advantage)  # one pass for both
+    return (advantage - mean) / (std + 1e-8)
