@@ -26,21 +26,25 @@ FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
 IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh_, "relu": torch.relu_}
 
 
+_NUMPY_FLOATS = (torch.float32, torch.float64)
+
+
 def tanh_(x: Tensor) -> Tensor:
     """tanh in place on a tensor outside autograd; on the CPU through numpy's ``tanh``.
 
-    torch's CPU tanh kernel is not vectorised in the builds measured here: 8.8 us for a
-    ``[64, 64]`` float32 tensor against 0.9 us for numpy's (2.2 us with the wrapping), at
-    the same accuracy (within one float32 ulp of the float64 value, as torch's is). It is
-    the largest single operation of a 64-unit MLP's update.
+    torch 2.13's CPU tanh is slow on the machines measured here: 8.8 us for a ``[64, 64]``
+    float32 tensor (whatever ``ATEN_CPU_CAPABILITY``; sigmoid takes 1.7 us) against 0.9 us
+    for numpy's (2.2 us with the wrapping), at the same accuracy (within one float32 ulp of
+    the float64 value, as torch's is). It was the largest single operation of a 64-unit
+    MLP's update.
 
     Args:
-        x: A float tensor that does not require gradients.
+        x: A float tensor (torch's own tanh for other dtypes and devices).
 
     Returns:
         ``x``, holding tanh of its old values.
     """
-    if x.device.type == "cpu":
+    if x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS and not x.requires_grad:
         array = x.numpy()
         np.tanh(array, out=array)
         return x
