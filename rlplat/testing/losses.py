@@ -313,7 +313,7 @@ def _check_closed_form(
     expected = {name: p.grad.clone() for name, p in named.items() if p.grad is not None}
     with entry.running(f"gradients(batch) (update {update})"):
         output = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss
-    check_loss_output(entry, output)
+    check_loss_output(entry, output, "gradients")
     for name, grad in expected.items():
         got = named[name].grad
         difference = float("inf") if got is None else float((got - grad).abs().max())
@@ -324,15 +324,16 @@ def _check_closed_form(
         )
 
 
-def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:
-    """Fail unless ``output`` is what the trainer logs and sums; returns the summed ``loss_*`` terms."""
+def check_loss_output(entry: Subject, output: Any, method: str = "forward") -> torch.Tensor:
+    """Fail unless ``output`` is what the trainer logs and sums; returns the summed ``loss_*``
+    terms. ``forward``'s terms carry gradients; ``gradients``' (closed form) carry none."""
     entry.expect(
         isinstance(output, TensorDict) and output.batch_size == torch.Size([]),
-        f"forward returned {type(output).__name__} {shape_text(getattr(output, 'batch_size', []))}; "
+        f"{method} returned {type(output).__name__} {shape_text(getattr(output, 'batch_size', []))}; "
         "expected a TensorDict of batch size []",
     )
     terms = [key for key in output.keys() if key.startswith(keys.LOSS_PREFIX)]  # noqa: SIM118  (iter(td) walks the batch dim)
-    entry.expect(terms, f"forward returned no {keys.LOSS_PREFIX}* term; it has {sorted(output.keys())}")
+    entry.expect(terms, f"{method} returned no {keys.LOSS_PREFIX}* term; it has {sorted(output.keys())}")
     for key, value in output.items():
         entry.expect(
             isinstance(value, torch.Tensor) and value.shape == () and value.is_floating_point(),
@@ -343,5 +344,8 @@ def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:
         if key not in terms:
             entry.expect(not value.requires_grad, f"diagnostic {key!r} carries gradients; detach it")
     total = sum(output[key] for key in terms)
-    entry.expect(total.requires_grad, f"none of {terms} carries gradients; nothing would be trained")
+    if method == "forward":
+        entry.expect(total.requires_grad, f"none of {terms} carries gradients; nothing would be trained")
+    else:
+        entry.expect(not total.requires_grad, f"{method} returned loss_* terms that carry gradients; detach them")
     return total

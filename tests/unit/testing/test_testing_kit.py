@@ -16,6 +16,7 @@ from torch import nn
 from rlplat import keys
 from rlplat.collectors.sync import SyncCollector
 from rlplat.losses.base import Loss
+from rlplat.losses.ppo import PPOLoss
 from rlplat.registry import (
     BUILTIN_DISTRIBUTION,
     REGISTRIES,
@@ -252,6 +253,24 @@ def test_an_act_function_that_differs_from_act_is_named():
         match=r"loss 'StaleActLoss': policy.act_function\(False\)\(\[4, 4\] float32\) returned another action",
     ):
         check_loss(StaleActLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
+class WrongClosedFormLoss(PPOLoss):
+    """PPO whose closed-form gradients forget the value loss's weight."""
+
+    def gradients(self, batch):
+        output = super().gradients(batch)
+        for parameter in self.agent.value_head.parameters():
+            parameter.grad.mul_(2.0)
+        return output
+
+
+def test_closed_form_gradients_unlike_autograds_are_named():
+    with pytest.raises(
+        AssertionError,
+        match=r"loss 'WrongClosedFormLoss': gradients\(batch\) set agent.value_head.weight.grad unlike autograd's",
+    ):
+        check_loss(WrongClosedFormLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
 class Reshaping(Transform):
