@@ -217,9 +217,10 @@ def build_loss(
 
 
 def compile_loss(loss: Loss, name: str) -> None:
-    """``trainer.compile=true``: compile the loss's forward with ``torch.compile`` (its backward
-    is compiled with it), for fixed shapes (every minibatch has the buffer's batch size). A
-    loss's closed-form gradients (``analytic_gradients``) give way to it.
+    """``trainer.compile=true``: compile what each update runs with ``torch.compile``, for fixed
+    shapes (every minibatch has the buffer's batch size): a loss's closed-form ``gradients``
+    where it has them (``analytic_gradients``, e.g. PPO's), else its forward (its backward is
+    compiled with it).
 
     The policy's ``act`` in collection stays eager: at one env step's batch the compiled
     call costs more than the few operations it replaces (``benchmarks/speed.py``).
@@ -229,9 +230,10 @@ def compile_loss(loss: Loss, name: str) -> None:
     """
     if not isinstance(loss, torch.nn.Module):
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
-    loss.compile(dynamic=False)
-    if getattr(loss, "analytic_gradients", False):
-        cast(Any, loss).analytic_gradients = False  # the compiled forward, back-propagated, replaces them
+    if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
+        cast(Any, loss).gradients = torch.compile(cast(Any, loss).gradients, dynamic=False)
+    else:
+        loss.compile(dynamic=False)
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:

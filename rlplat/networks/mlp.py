@@ -39,12 +39,18 @@ def tanh_(x: Tensor) -> Tensor:
     MLP's update.
 
     Args:
-        x: A float tensor (torch's own tanh for other dtypes and devices).
+        x: A float tensor (torch's own tanh for other dtypes and devices, and under
+            ``torch.compile``, whose generated code has a fast tanh of its own).
 
     Returns:
         ``x``, holding tanh of its old values.
     """
-    if x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS and not x.requires_grad:
+    if (
+        x.device.type == "cpu"
+        and x.dtype in _NUMPY_FLOATS
+        and not x.requires_grad
+        and not torch.compiler.is_compiling()
+    ):
         array = x.numpy()
         np.tanh(array, out=array)
         return x

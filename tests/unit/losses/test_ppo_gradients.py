@@ -143,7 +143,18 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(env, tmp_path):
         assert torch.allclose(closed_form, autograd, rtol=1e-4, atol=1e-6)
 
 
-def test_a_compiled_update_uses_autograd(tmp_path):
+def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path):
+    """trainer.compile=true compiles PPO's gradients (torch's tanh inside the compiled code):
+    the same gradients as autograd's, to float rounding."""
     trainer = _trainer(["env=pendulum", "trainer.compile=true"], tmp_path)
-    assert not trainer.parts.loss.analytic_gradients
-    trainer.parts.close()
+    parts = trainer.parts
+    loss = parts.loss
+    assert loss.analytic_gradients and "gradients" in vars(loss)  # the compiled function shadows the method
+    parts.buffer.extend(loss.preprocess(parts.collector.rollout()))
+    batch = next(iter(parts.buffer.batches()))
+    _, expected = autograd_gradients(loss, batch)
+    loss.gradients(batch)
+    for name, parameter in loss.named_parameters():
+        scale = float(expected[name].abs().max()) + 1e-6
+        assert torch.allclose(parameter.grad, expected[name], rtol=1e-4, atol=1e-5 * scale), name
+    parts.close()
