@@ -7,7 +7,8 @@ Measures, each as the median of ``--repeats`` runs in this process:
 
 * collection: frames per second of the collector alone (policy + envs + storage writes);
 * update: gradient updates per second (loss, backward, clip, optimizer step) on minibatches
-  drawn beforehand: one rollout's (on-policy) or a replay buffer's (off-policy);
+  drawn beforehand: one rollout's (on-policy) or a replay buffer's (off-policy), after one
+  untimed update (the compile, with ``trainer.compile=true``);
 * loop: frames per second of ``Trainer.fit`` over ``--frames`` frames (the ``time/fps``
   metric of a run, evaluations included).
 """
@@ -51,6 +52,7 @@ def time_updates(trainer: Trainer, minimum: int = 200) -> float:
     while len(batches) < minimum:
         parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
         batches += parts.buffer.batches()
+    trainer._update(batches[0], frames=0)  # untimed: with trainer.compile=true, the first update compiles
     start = time.perf_counter()
     for batch in batches:
         trainer._update(batch, frames=0)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -50,19 +51,17 @@ def generalized_advantage_estimate(
     discount = gamma * lmbda * not_done
     advantage = torch.empty_like(delta)
     if delta.device.type == "cpu" and not delta.requires_grad:
-        # the same recursion over numpy views: a step costs a fifth of the torch one
+        # over numpy views of the same memory: a step costs a fifth of a torch one
         _discounted_cumsum(delta.numpy(), discount.numpy(), advantage.numpy())
     else:
-        running = torch.zeros_like(delta[0])
-        for t in range(delta.shape[0] - 1, -1, -1):
-            running = delta[t] + discount[t] * running
-            advantage[t] = running
+        _discounted_cumsum(delta, discount, advantage)
     return advantage, advantage + state_value
 
 
-def _discounted_cumsum(delta: np.ndarray, discount: np.ndarray, out: np.ndarray) -> None:
-    """``out[t] = delta[t] + discount[t] * out[t + 1]`` backwards from the last step (0 after it)."""
-    running = np.zeros_like(delta[0])
+def _discounted_cumsum(delta: Any, discount: Any, out: Any) -> None:
+    """``out[t] = delta[t] + discount[t] * out[t + 1]`` backwards from the last step (0 after
+    it), over ``[T, ...]`` torch tensors or numpy arrays alike."""
+    running = 0.0
     for t in range(len(delta) - 1, -1, -1):
         running = delta[t] + discount[t] * running
         out[t] = running

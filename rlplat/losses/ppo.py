@@ -110,6 +110,7 @@ class PPOLoss(ActorCriticLoss):
         pg_loss = -torch.min(pg_loss1, pg_loss2).mean()
 
         value_target = batch[keys.VALUE_TARGET]
+        v_clipped = v_loss_unclipped = v_loss_clipped = None
         if self.value_clip is None:
             v_loss = 0.5 * F.mse_loss(value, value_target)
         else:
@@ -136,7 +137,7 @@ class PPOLoss(ActorCriticLoss):
             },
             batch_size=[],
         )
-        return _Terms(output, ratio, pg_loss1, pg_loss2)
+        return _Terms(output, ratio, pg_loss1, pg_loss2, v_clipped, v_loss_unclipped, v_loss_clipped)
 
     @torch.no_grad()
     def gradients(self, batch: TensorDict) -> TensorDict:
@@ -167,23 +168,20 @@ class PPOLoss(ActorCriticLoss):
         unclipped = terms.pg_loss1 <= terms.pg_loss2  # [N] bool
         grad_log_prob = (advantage * unclipped).mul_(terms.ratio).mul_(-1.0 / n)  # [N]
         agent.policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
-        agent.value_backward(value_saved, self._value_error(batch, value).mul_(self.value_coef / n))
+        agent.value_backward(value_saved, self._value_error(batch, value, terms).mul_(self.value_coef / n))
         return terms.output
 
-    def _value_error(self, batch: TensorDict, value: Tensor) -> Tensor:
+    def _value_error(self, batch: TensorDict, value: Tensor, terms: _Terms) -> Tensor:
         """``[N, 1]`` d(sum_n of the value loss's squared errors / 2)/dV(s_n): ``V - V_target``,
         or with value clipping the derivative of the larger of the two squared errors
         (averaged at a tie, as ``torch.max``'s gradient is)."""
         value_target = batch[keys.VALUE_TARGET]
         error = value - value_target
-        if self.value_clip is None:
-            return error
-        value_old = batch[keys.STATE_VALUE]
-        delta = value - value_old
-        v_clipped = value_old + delta.clamp(-self.value_clip, self.value_clip)
-        # the clipped error moves with V only inside the clip range (clamp's gradient)
-        clipped_error = (v_clipped - value_target) * (delta.abs() <= self.value_clip)
-        unclipped_sq, clipped_sq = error.square(), (v_clipped - value_target).square()
+        if terms.v_clipped is None or terms.v_loss_unclipped is None or terms.v_loss_clipped is None:
+            return error  # no value clipping
+        inside = (value - batch[keys.STATE_VALUE]).abs() <= self.value_clip  # clamp's gradient: 1 inside
+        clipped_error = (terms.v_clipped - value_target) * inside
+        unclipped_sq, clipped_sq = terms.v_loss_unclipped, terms.v_loss_clipped
         tie = (error + clipped_error) * 0.5
         return torch.where(unclipped_sq > clipped_sq, error, torch.where(unclipped_sq < clipped_sq, clipped_error, tie))
 
@@ -195,3 +193,6 @@ class _Terms(NamedTuple):
     ratio: Tensor  # [N]
     pg_loss1: Tensor  # [N] ratio * A
     pg_loss2: Tensor  # [N] clip(ratio, 1 - eps, 1 + eps) * A
+    v_clipped: Tensor | None  # [N, 1] V_old + clip(V - V_old, -c, c); None without value clipping
+    v_loss_unclipped: Tensor | None  # [N, 1] (V - V_target)^2
+    v_loss_clipped: Tensor | None  # [N, 1] (v_clipped - V_target)^2

@@ -160,14 +160,7 @@ class CategoricalHead(nn.Module):
     def backward(self, saved: HeadSaved, grad_log_prob: Tensor, grad_entropy: float = 0.0) -> Tensor:
         """Set the logits layer's ``.grad`` (replaced) from dL/d log pi(a|s) and dL/dH:
         ``d log p_a / d logits = onehot(a) - p`` and ``dH / d logits = -p * (log p + H)``.
-
-        Args:
-            saved: What :meth:`log_prob_entropy_saving` returned for this minibatch.
-            grad_log_prob: ``[N]`` float, dL/d log pi(a_n|s_n).
-            grad_entropy: dL/dH(pi(.|s_n)), the same for every sample n.
-
-        Returns:
-            ``[N, F]`` dL/d(features).
+        Arguments and result as :meth:`GaussianHead.backward`'s.
         """
         features, index, log_p, p, entropy = saved
         grad = grad_log_prob.unsqueeze(-1)  # [N, 1]
