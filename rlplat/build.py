@@ -34,6 +34,7 @@ from rlplat.collectors.base import Collector
 from rlplat.envs.pool import EnvPoolTask
 from rlplat.envs.probe import entry_node, env_backend, env_spaces  # the env probe rlplat-train's pre-check runs too
 from rlplat.envs.vector import VectorEnv
+from rlplat.inductor_isa import skip_repeated_check
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
 from rlplat.networks.base import NetworkFactory
@@ -230,6 +231,7 @@ def compile_loss(loss: Loss, name: str) -> None:
     """
     if not isinstance(loss, torch.nn.Module):
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
+    skip_repeated_check()  # inductor's check of the CPU's vector instruction sets: once per machine
     if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
         cast(Any, loss).gradients = torch.compile(cast(Any, loss).gradients, dynamic=False)
     else:
