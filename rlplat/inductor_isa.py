@@ -55,8 +55,11 @@ def skip_repeated_check() -> bool:
         ]
         if [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] != candidates:  # the check itself
             return False
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(" ".join(candidates) + "\n")
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(" ".join(candidates) + "\n")
+        except OSError:  # a cache directory it cannot write to: the next process checks again
+            pass
     config.cpp.vec_isa_ok = True
     return True
 
