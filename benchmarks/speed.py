@@ -7,8 +7,11 @@ Measures, each as the median of ``--repeats`` runs in this process:
 
 * collection: frames per second of the collector alone (policy + envs + storage writes);
 * update: gradient updates per second (loss, backward, clip, optimizer step) on minibatches
-  drawn beforehand: one rollout's (on-policy) or a replay buffer's (off-policy), after one
-  untimed update (the compile, with ``trainer.compile=true``);
+  drawn beforehand: one rollout's (on-policy) or a replay buffer's (off-policy), after the
+  first update, timed on its own;
+* first update: seconds of that first update (with ``trainer.compile=true``, the compile;
+  later repeats in the same process find more of it cached than a new process does, so
+  ``--repeats 1`` gives a run's figure);
 * loop: frames per second of ``Trainer.fit`` over ``--frames`` frames (the ``time/fps``
   metric of a run, evaluations included).
 """
@@ -43,20 +46,22 @@ def time_collection(trainer: Trainer, rollouts: int) -> float:
     return rollouts * collector.frames_per_batch / (time.perf_counter() - start)
 
 
-def time_updates(trainer: Trainer, minimum: int = 200) -> float:
+def time_updates(trainer: Trainer, minimum: int = 200) -> tuple[float, float]:
     """Gradient updates per second on at least ``minimum`` minibatches drawn beforehand: one
     rollout's epochs of minibatches (on-policy), or batches from a replay buffer filled to
-    ``learning_starts`` (off-policy)."""
+    ``learning_starts`` (off-policy); and the seconds of the first update, before them."""
     parts = trainer.parts
     batches: list = []
     while len(batches) < minimum:
         parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
         batches += parts.buffer.batches()
-    trainer._update(batches[0], frames=0)  # untimed: with trainer.compile=true, the first update compiles
+    start = time.perf_counter()
+    trainer._update(batches[0], frames=0)  # with trainer.compile=true, the compile
+    first = time.perf_counter() - start
     start = time.perf_counter()
     for batch in batches:
         trainer._update(batch, frames=0)
-    return len(batches) / (time.perf_counter() - start)
+    return len(batches) / (time.perf_counter() - start), first
 
 
 def main() -> None:
@@ -67,12 +72,19 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=5, help="rollouts of the collection run")
     args = parser.parse_args()
     overrides = ["tracking.enabled=false", *args.overrides]
-    results: dict[str, list[float]] = {"collection (frames/s)": [], "update (updates/s)": [], "loop (frames/s)": []}
+    results: dict[str, list[float]] = {
+        "collection (frames/s)": [],
+        "update (updates/s)": [],
+        "first update (s)": [],
+        "loop (frames/s)": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
             trainer = make_trainer(overrides, args.frames, Path(tmp))
             results["collection (frames/s)"].append(time_collection(trainer, args.rollouts))
-            results["update (updates/s)"].append(time_updates(trainer))
+            rate, first = time_updates(trainer)
+            results["update (updates/s)"].append(rate)
+            results["first update (s)"].append(first)
             trainer.parts.close()
             trainer = make_trainer(overrides, args.frames, Path(tmp))
             results["loop (frames/s)"].append(trainer.fit()["time/fps"])
@@ -81,7 +93,8 @@ def main() -> None:
     for column in ("measure", "median", "min", "max"):
         table.add_column(column, justify="right")
     for name, values in results.items():
-        table.add_row(name, f"{statistics.median(values):.0f}", f"{min(values):.0f}", f"{max(values):.0f}")
+        digits = 2 if name.endswith("(s)") else 0
+        table.add_row(name, *(f"{v:.{digits}f}" for v in (statistics.median(values), min(values), max(values))))
     Console().print(table)
 
 

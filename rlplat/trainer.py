@@ -326,12 +326,10 @@ class Trainer:
         """One gradient step on ``batch``; returns the loss output and grad norms, detached,
         or None when the step was skipped for a non-finite loss or gradient."""
         loss, optimizers = self.parts.loss, self.parts.optimizers
-        if getattr(loss, "analytic_gradients", False):  # the loss sets every gradient itself, detached
-            losses = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss
-            total = loss_total(losses)
-        else:
-            losses = loss(batch)
-            total = loss_total(losses)
+        analytic = getattr(loss, "analytic_gradients", False)  # the loss sets every gradient itself, detached
+        losses = loss.gradients(batch) if analytic else loss(batch)  # type: ignore[attr-defined]  # rlplat.losses.base.Loss
+        total = loss_total(losses)
+        if not analytic:
             optimizers.zero_grad()
             total.backward()
             losses = losses.detach()
