@@ -217,6 +217,13 @@ def build_loss(
     return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
 
 
+# Inductor settings of trainer.compile=true. ``size_asserts``: the generated code re-checks
+# every input's sizes and strides at each call, which dynamo's guards have checked just
+# before it. Without it PPO's updates at the PPO row's settings of the README's Speed section
+# run ~7% more per second (``benchmarks/speed.py <those settings> trainer.compile=true``).
+COMPILE_OPTIONS: dict[str, Any] = {"size_asserts": False}
+
+
 def compile_loss(loss: Loss, name: str) -> None:
     """``trainer.compile=true``: compile what each update runs with ``torch.compile``, for fixed
     shapes (every minibatch has the buffer's batch size): a loss's closed-form ``gradients``
@@ -233,9 +240,9 @@ def compile_loss(loss: Loss, name: str) -> None:
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
     skip_repeated_check()  # inductor's check of the CPU's vector instruction sets: once per machine
     if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
-        cast(Any, loss).gradients = torch.compile(cast(Any, loss).gradients, dynamic=False)
+        cast(Any, loss).gradients = torch.compile(cast(Any, loss).gradients, dynamic=False, options=COMPILE_OPTIONS)
     else:
-        loss.compile(dynamic=False)
+        loss.compile(dynamic=False, options=COMPILE_OPTIONS)
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:
