@@ -220,7 +220,7 @@ def build_loss(
 # Inductor settings of trainer.compile=true. ``size_asserts``: the generated code re-checks
 # every input's sizes and strides at each call, which dynamo's guards have checked just
 # before it. Without it PPO's updates at the PPO row's settings of the README's Speed section
-# run ~7% more per second (``benchmarks/speed.py <those settings> trainer.compile=true``).
+# run ~6% more per second (``benchmarks/speed.py <those settings> trainer.compile=true``).
 COMPILE_OPTIONS: dict[str, Any] = {"size_asserts": False}
 
 
