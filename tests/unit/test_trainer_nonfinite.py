@@ -1,0 +1,44 @@
+"""A non-finite loss in an update: trainer.nonfinite=raise stops with a message naming the
+term; skip_update skips the optimizer step and counts it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import TINY
+
+from rlplat.build import build
+from rlplat.hydra_ext import compose_config
+from rlplat.trainer import NonFiniteError, Trainer
+
+
+def _trainer_with_a_nan_critic(tmp_path, overrides: list[str]) -> Trainer:
+    built = build(compose_config(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY, *overrides]))
+    trainer = Trainer(built.parts, built.trainer, tmp_path)
+    parts = trainer.parts
+    parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+    with torch.no_grad():
+        parts.loss.agent.value_head.bias.fill_(float("nan"))  # V(s) and so the critic loss are NaN
+    return trainer
+
+
+@pytest.mark.parametrize("analytic", ["true", "false"])
+def test_a_nan_loss_raises_naming_the_term(tmp_path, analytic):
+    trainer = _trainer_with_a_nan_critic(tmp_path, [f"loss.analytic_gradients={analytic}"])
+    batch = next(iter(trainer.parts.buffer.batches()))
+    with pytest.raises(NonFiniteError, match=r"non-finite loss \(loss_critic\) at 7 frames"):
+        trainer._update(batch, frames=7)
+    trainer.parts.close()
+
+
+@pytest.mark.parametrize("analytic", ["true", "false"])
+def test_a_nan_loss_with_skip_update_leaves_the_parameters_and_counts_the_skip(tmp_path, analytic):
+    trainer = _trainer_with_a_nan_critic(tmp_path, [f"loss.analytic_gradients={analytic}", "trainer.nonfinite=skip_update"])
+    loss = trainer.parts.loss
+    before = [p.detach().clone() for p in loss.agent.head.parameters()]
+    batches = list(trainer.parts.buffer.batches())
+    assert len(batches) > 1 and all(trainer._update(batch, frames=7) is None for batch in batches)
+    assert trainer.progress.skipped_updates == len(batches)
+    for kept, parameter in zip(before, loss.agent.head.parameters()):
+        assert torch.equal(kept, parameter)  # no optimizer step, though the policy's own gradients are finite
+    trainer.parts.close()
