@@ -33,7 +33,8 @@ def test_a_nan_loss_raises_naming_the_term(tmp_path, analytic):
 
 @pytest.mark.parametrize("analytic", ["true", "false"])
 def test_a_nan_loss_with_skip_update_leaves_the_parameters_and_counts_the_skip(tmp_path, analytic):
-    trainer = _trainer_with_a_nan_critic(tmp_path, [f"loss.analytic_gradients={analytic}", "trainer.nonfinite=skip_update"])
+    overrides = [f"loss.analytic_gradients={analytic}", "trainer.nonfinite=skip_update"]
+    trainer = _trainer_with_a_nan_critic(tmp_path, overrides)
     loss = trainer.parts.loss
     before = [p.detach().clone() for p in loss.agent.head.parameters()]
     batches = list(trainer.parts.buffer.batches())
