@@ -63,6 +63,17 @@ def tiny(algo: str) -> list[str]:
     return TINY_OFF_POLICY if algo in OFF_POLICY else TINY
 
 
+def make_trainer(overrides: list[str], output_dir: Path):
+    """A :class:`rlplat.trainer.Trainer` built from ``overrides`` (composed as ``rlplat-train``
+    composes them), writing under ``output_dir``."""
+    from rlplat.build import build
+    from rlplat.hydra_ext import compose_config
+    from rlplat.trainer import Trainer
+
+    built = build(compose_config(overrides))
+    return Trainer(built.parts, built.trainer, output_dir)
+
+
 def install_distribution(site: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str]):
     """Write a real installed distribution (dist-info + modules) into ``site``."""
     info = site / f"{name.replace('-', '_')}-0.1.dist-info"

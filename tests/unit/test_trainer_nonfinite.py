@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, make_trainer
 
-from rlplat.build import build
-from rlplat.hydra_ext import compose_config
 from rlplat.trainer import NonFiniteError, Trainer
 
 
 def _trainer_with_a_nan_critic(tmp_path, overrides: list[str]) -> Trainer:
-    built = build(compose_config(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY, *overrides]))
-    trainer = Trainer(built.parts, built.trainer, tmp_path)
+    trainer = make_trainer(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY, *overrides], tmp_path)
     parts = trainer.parts
     parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
     with torch.no_grad():

@@ -6,17 +6,12 @@ import math
 
 import pytest
 import torch
-from conftest import TINY, tiny
+from conftest import TINY, make_trainer, tiny
 
 from rlplat.build import build
 from rlplat.hydra_ext import compose_config, yaml_options
 from rlplat.registry import ConfigError
 from rlplat.trainer import Trainer
-
-
-def make_trainer(overrides, output_dir):
-    built = build(compose_config(overrides))
-    return Trainer(built.parts, built.trainer, output_dir)
 
 
 PAIRS = [(algo, env) for algo in sorted(yaml_options("algo")) for env in sorted(yaml_options("env"))]

@@ -6,12 +6,10 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from conftest import TINY
+from conftest import TINY, make_trainer
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.build import build
-from rlplat.hydra_ext import compose_config
 from rlplat.losses.ppo import PPOLoss
 from rlplat.networks.mlp import MLP, tanh_
 from rlplat.trainer import Trainer
@@ -121,8 +119,7 @@ def test_numpy_tanh_matches_torch_to_one_ulp():
 
 
 def _trainer(overrides: list[str], tmp_path) -> Trainer:
-    built = build(compose_config(["algo=ppo", "tracking.enabled=false", *TINY, *overrides]))
-    return Trainer(built.parts, built.trainer, tmp_path)
+    return make_trainer(["algo=ppo", "tracking.enabled=false", *TINY, *overrides], tmp_path)
 
 
 @pytest.mark.parametrize("env", ["pendulum", "cartpole"])
