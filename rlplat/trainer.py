@@ -333,7 +333,7 @@ class Trainer:
         if not analytic:
             optimizers.zero_grad()
             total.backward()
-            losses = losses.detach()
+            losses, total = losses.detach(), total.detach()  # read as a float below: no autograd warning
         norms = optimizers.clip_gradients()
         # one check for the loss and every gradient: their sum, read as a Python float (one
         # operation, against four for bool(torch.isfinite(...)))
