@@ -24,6 +24,10 @@ $(DEV_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[$(DEV_EXTRAS)]'
 	touch $(DEV_STAMP)
 
+$(VENV)/.installed-envpool: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[envpool]'
+	touch $@
+
 install: $(STAMP)  ## create the virtualenv and install rlplat (editable): what training needs
 
 $(PEERS_VENV)/.installed:
@@ -62,7 +66,7 @@ bench-learning: $(STAMP)  ## rerun the README results table (5 seeds per pair) a
 bench-sweeps: $(DEV_STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
 	$(BIN)/python benchmarks/sweeps.py
 
-bench-peers: $(STAMP) $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, README
+bench-peers: $(VENV)/.installed-envpool $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, README
 	$(BIN)/python benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python
 
 docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)

@@ -22,7 +22,8 @@ ratios of the same repetition, with a 95% percentile-bootstrap interval
    (an untimed small run creates it), as it does for every run after a user's first: the
    creation of a new store is row 5's.
 4. ``collection``: rlplat's collector with PPO's policy in 16 envs against gymnasium's own
-   vector env stepped with random actions.
+   vector env stepped with random actions; and the same with EnvPool as the envs' engine
+   (``env.backend=envpool``; EnvPool's own pool stepped with random actions beside it).
 5. ``startup``: command to first env step on an existing and on a new store, and the peak
    resident memory of the largest process of a small run; beside them, the time and memory
    of importing torch (``TORCH_IMPORT``) and of importing torch and building one optimizer
@@ -61,6 +62,13 @@ README_START = "<!-- peers: benchmarks/peers.json -->"
 README_END = "<!-- end peers -->"
 SMALL_RUN = ["algo=ppo", "env=cartpole", "trainer.total_frames=1024", "trainer.eval_episodes=2"]
 ROWS = ("ppo", "sac", "target", "collection", "startup")
+# the collection row's runs: (rlplat_run.py task, the envs' engine)
+COLLECTION_RUNS = {
+    "rlplat": ("collection", "gymnasium"),
+    "raw": ("raw", "gymnasium"),
+    "rlplat envpool": ("collection", "envpool"),
+    "raw envpool": ("raw", "envpool"),
+}
 TIANSHOU = {"ppo_cartpole": 6.0, "ppo_pendulum": 16.0, "sac_pendulum": 36.0}
 """Seconds Tianshou's README once reported on an i7 laptop: PPO CartPole to 195, PPO
 Pendulum to -250, SAC Pendulum to -250 (thresholds below ours)."""
@@ -300,11 +308,11 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
     if "collection" in rows:
         collection: dict[str, Any] = {}
         for env in ("pendulum", "cartpole"):
-            runs = {"rlplat": [], "raw": []}
+            runs: dict[str, list[float]] = {key: [] for key in COLLECTION_RUNS}
             for _ in range(repeats):
-                for task in ("collection", "raw"):
-                    command = [here, str(PEERS / "rlplat_run.py"), task, "--env", env]
-                    runs["rlplat" if task == "collection" else "raw"].append(run(command).result["fps"])
+                for key, (task, backend) in COLLECTION_RUNS.items():
+                    command = [here, str(PEERS / "rlplat_run.py"), task, "--env", env, "--backend", backend]
+                    runs[key].append(run(command).result["fps"])
             print(f"collection {env}: {runs}", flush=True)
             collection[env] = {"num_envs": 16, "fps": runs}
         out["collection"] = collection
@@ -427,6 +435,7 @@ def summarize(measured: dict[str, Any]) -> dict[str, Any]:
             env: {
                 "median_fps": {k: statistics.median(v) for k, v in entry["fps"].items()},
                 "ratio": ratio_summary(entry["fps"]["rlplat"], entry["fps"]["raw"]),
+                "envpool_ratio": ratio_summary(entry["fps"]["rlplat envpool"], entry["fps"]["raw"]),
             }
             for env, entry in measured["collection"].items()
         }
@@ -503,12 +512,16 @@ def render(results: dict[str, Any]) -> str:
     if "collection" in s:
         lines += [
             "| collection, 16 envs, frames/s | rlplat's collector, PPO's policy | gymnasium, random actions "
-            "| rlplat / gymnasium |",
-            "|---|---:|---:|---:|",
+            "| rlplat / gymnasium | rlplat's collector, `env.backend=envpool` | EnvPool, random actions "
+            "| rlplat `env.backend=envpool` / gymnasium |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for env, c in s["collection"].items():
             fps = c["median_fps"]
-            lines.append(f"| {env} | {fps['rlplat']:,.0f} | {fps['raw']:,.0f} | {_interval(c['ratio'])} |")
+            lines.append(
+                f"| {env} | {fps['rlplat']:,.0f} | {fps['raw']:,.0f} | {_interval(c['ratio'])} "
+                f"| {fps['rlplat envpool']:,.0f} | {fps['raw envpool']:,.0f} | {_interval(c['envpool_ratio'])} |"
+            )
         lines.append("")
     if "startup" in s:
         st = s["startup"]
