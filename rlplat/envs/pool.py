@@ -18,6 +18,7 @@ Limits: an env's internal state cannot be saved, so a resumed run starts new epi
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,11 +100,18 @@ class EnvPoolVectorEnv:
         if self.task.max_episode_steps is not None:
             options["max_episode_steps"] = self.task.max_episode_steps
         try:
-            return envpool.make(self.task.id, env_type="gymnasium", num_envs=self.num_envs, seed=seed, **options)
+            pool = envpool.make(self.task.id, env_type="gymnasium", num_envs=self.num_envs, seed=seed, **options)
         except (TypeError, ValueError, RuntimeError) as error:
             raise ConfigError(
                 f"env.kwargs={self.task.kwargs!r} rejected by EnvPool's {self.task.id!r}: {error}"
             ) from None
+        with warnings.catch_warnings():
+            # a pool builds its gymnasium spaces on first use (and keeps them) from bounds in
+            # float64 for spaces in float32; gymnasium warns of that cast for every pool, which
+            # nobody running rlplat can act on
+            warnings.filterwarnings("ignore", ".*precision lowered by casting to float32", UserWarning)
+            pool.observation_space, pool.action_space  # noqa: B018  # built here, under the filter
+        return pool
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Reset every env; with a seed, in a new pool seeded ``seed``."""

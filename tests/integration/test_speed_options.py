@@ -82,6 +82,7 @@ def test_envpool_envs_train_and_evaluate(tmp_path, store):
     args = ["algo=ppo", "env=cartpole", *TINY, "env.backend=envpool"]
     result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
     client, run = _run(store)
     assert run.data.params["env.backend"] == "envpool"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/return_mean")] == [128, 256]
