@@ -110,7 +110,7 @@ class PPOLoss(ActorCriticLoss):
         pg_loss = -torch.min(pg_loss1, pg_loss2).mean()
 
         value_target = batch[keys.VALUE_TARGET]
-        v_clipped = v_loss_unclipped = v_loss_clipped = None
+        value_clipping = None
         if self.value_clip is None:
             v_loss = 0.5 * F.mse_loss(value, value_target)
         else:
@@ -119,6 +119,7 @@ class PPOLoss(ActorCriticLoss):
             v_loss_unclipped = (value - value_target).pow(2)
             v_loss_clipped = (v_clipped - value_target).pow(2)
             v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+            value_clipping = _ValueClipping(v_clipped, v_loss_unclipped, v_loss_clipped)
 
         loss_entropy, entropy = self.entropy_terms(entropy)
         with torch.no_grad():
@@ -137,7 +138,7 @@ class PPOLoss(ActorCriticLoss):
             },
             batch_size=[],
         )
-        return _Terms(output, ratio, pg_loss1, pg_loss2, v_clipped, v_loss_unclipped, v_loss_clipped)
+        return _Terms(output, ratio, pg_loss1, pg_loss2, value_clipping)
 
     @torch.no_grad()
     def gradients(self, batch: TensorDict) -> TensorDict:
@@ -177,11 +178,11 @@ class PPOLoss(ActorCriticLoss):
         (averaged at a tie, as ``torch.max``'s gradient is)."""
         value_target = batch[keys.VALUE_TARGET]
         error = value - value_target
-        if terms.v_clipped is None or terms.v_loss_unclipped is None or terms.v_loss_clipped is None:
-            return error  # no value clipping
+        if terms.value_clipping is None:
+            return error
+        v_clipped, unclipped_sq, clipped_sq = terms.value_clipping
         inside = (value - batch[keys.STATE_VALUE]).abs() <= self.value_clip  # clamp's gradient: 1 inside
-        clipped_error = (terms.v_clipped - value_target) * inside
-        unclipped_sq, clipped_sq = terms.v_loss_unclipped, terms.v_loss_clipped
+        clipped_error = (v_clipped - value_target) * inside
         tie = (error + clipped_error) * 0.5
         return torch.where(unclipped_sq > clipped_sq, error, torch.where(unclipped_sq < clipped_sq, clipped_error, tie))
 
@@ -193,6 +194,12 @@ class _Terms(NamedTuple):
     ratio: Tensor  # [N]
     pg_loss1: Tensor  # [N] ratio * A
     pg_loss2: Tensor  # [N] clip(ratio, 1 - eps, 1 + eps) * A
-    v_clipped: Tensor | None  # [N, 1] V_old + clip(V - V_old, -c, c); None without value clipping
-    v_loss_unclipped: Tensor | None  # [N, 1] (V - V_target)^2
-    v_loss_clipped: Tensor | None  # [N, 1] (v_clipped - V_target)^2
+    value_clipping: _ValueClipping | None  # None without value clipping
+
+
+class _ValueClipping(NamedTuple):
+    """The clipped value loss's intermediates (``loss.value_clip`` = c)."""
+
+    v_clipped: Tensor  # [N, 1] V_old + clip(V - V_old, -c, c)
+    v_loss_unclipped: Tensor  # [N, 1] (V - V_target)^2
+    v_loss_clipped: Tensor  # [N, 1] (v_clipped - V_target)^2
