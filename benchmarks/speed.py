@@ -53,7 +53,7 @@ def time_updates(trainer: Trainer, minimum: int = 200) -> tuple[float, float]:
     parts = trainer.parts
     batches: list = []
     while len(batches) < minimum:
-        parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+        trainer._buffer(parts.collector.rollout())
         batches += parts.buffer.batches()
     start = time.perf_counter()
     trainer._update(batches[0], frames=0)  # with trainer.compile=true, the compile

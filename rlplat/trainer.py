@@ -247,8 +247,7 @@ class Trainer:
             frames = collector.frames
             if not self._finite_rollout(rollout, frames):
                 continue
-            rollout = parts.loss.preprocess(rollout)  # e.g. GAE
-            parts.buffer.extend(rollout)
+            self._buffer(rollout)
             frames_before = frames - collector.frames_per_batch
             parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
             outputs += [out for batch in parts.buffer.batches() if (out := self._update(batch, frames)) is not None]
@@ -322,6 +321,13 @@ class Trainer:
                 self._nonfinite(f"{what} ({key if isinstance(key, str) else '.'.join(key)}) in the rollout", frames)
                 return False
         return True
+
+    def _buffer(self, rollout: TensorDict) -> None:
+        """Preprocess a rollout (e.g. GAE) and buffer it: only the loss's ``in_keys`` when it
+        declares them, so that minibatches carry nothing else."""
+        rollout = self.parts.loss.preprocess(rollout)
+        in_keys = getattr(self.parts.loss, "in_keys", None)
+        self.parts.buffer.extend(rollout if in_keys is None else rollout.select(*in_keys))
 
     def _update(self, batch: TensorDict, frames: int) -> TensorDict | None:
         """One gradient step on ``batch``; returns the loss output and grad norms, detached,

@@ -8,6 +8,7 @@ from rlplat.functional.distributions import (
     normal_entropy,
     normal_log_prob,
     normal_mode_log_prob,
+    normal_mode_log_prob_entropy,
     standard_normal_log_prob,
 )
 
@@ -19,6 +20,7 @@ __all__ = [
     "normal_entropy",
     "normal_log_prob",
     "normal_mode_log_prob",
+    "normal_mode_log_prob_entropy",
     "n_step_return",
     "standard_normal_log_prob",
     "td_lambda_return",

@@ -70,6 +70,20 @@ def normal_entropy(log_std: Tensor) -> Tensor:
     return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
 
 
+def normal_mode_log_prob_entropy(log_std: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`normal_mode_log_prob` and :func:`normal_entropy` of one state-independent log
+    std, from one sum over it: three operations instead of four.
+
+    Args:
+        log_std: ``[action_dim]`` float, natural log of std.
+
+    Returns:
+        ``(log pi(mean), entropy)``, both 0-dim float (nats).
+    """
+    log_std_sum, action_dim = log_std.sum(), log_std.shape[-1]
+    return torch.rsub(log_std_sum, -action_dim * _HALF_LOG_2PI), log_std_sum + action_dim * (0.5 + _HALF_LOG_2PI)
+
+
 def kl_estimate(log_ratio: Tensor, ratio: Tensor | None = None) -> Tensor:
     """Per-sample estimate of KL[pi_old, pi] from ``log_ratio = log pi(a|s) - log pi_old(a|s)``
     with a ~ pi_old: ``(ratio - 1) - log ratio``, non-negative and unbiased (Schulman's k3).

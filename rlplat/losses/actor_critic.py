@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gymnasium
 import torch
-from tensordict import TensorDict
+from tensordict import NestedKey, TensorDict
 from torch import Tensor, nn
 
 from rlplat import keys
@@ -39,6 +39,7 @@ class ActorCriticLoss(nn.Module):
     Attributes:
         on_policy: True: learns from the latest rollout only (a rollout buffer).
         sequence_length: 1: samples are single transitions.
+        in_keys: The keys of a batch the loss reads; the trainer buffers only these.
 
     Raises:
         ConfigError: if gamma or gae_lambda is outside [0, 1].
@@ -46,6 +47,7 @@ class ActorCriticLoss(nn.Module):
 
     on_policy = True
     sequence_length = 1
+    in_keys: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET)
 
     def __init__(
         self,

@@ -77,6 +77,11 @@ class Loss(Protocol):
         sequence_length: Steps per sample: 1 for single transitions ``[N]``, L > 1 for
             windows ``[N, L]`` of consecutive steps (e.g. n-step returns); the buffer's
             ``sequence_length`` must match.
+
+    Optional attribute ``in_keys``: a tuple of the keys its batches are read for (after
+    ``preprocess``); the trainer then buffers only these, so that shuffling and splitting
+    minibatches moves nothing else (rlplat's on-policy losses declare it). Without it the
+    buffer holds every key.
     """
 
     policy: Policy

@@ -93,6 +93,7 @@ class PPOLoss(ActorCriticLoss):
             raise ConfigError(f"loss.value_clip={value_clip}: must be > 0, or null to disable")
         self.clip_epsilon = clip_epsilon
         self.value_clip = value_clip
+        self.in_keys = (*self.in_keys, keys.ACTION_LOG_PROB) + ((keys.STATE_VALUE,) if value_clip is not None else ())
         self.analytic_gradients = analytic_gradients and self.agent.has_backward
 
     def forward(self, batch: TensorDict) -> TensorDict:
@@ -105,31 +106,33 @@ class PPOLoss(ActorCriticLoss):
     def _terms(self, batch: TensorDict, log_prob: Tensor, entropy: Tensor, advantage: Tensor, value: Tensor) -> _Terms:
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
+        clipped_ratio = ratio.clamp(1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon)
         pg_loss1 = ratio * advantage
-        pg_loss2 = ratio.clamp(1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon) * advantage
+        pg_loss2 = clipped_ratio * advantage
         pg_loss = -torch.min(pg_loss1, pg_loss2).mean()
 
         value_target = batch[keys.VALUE_TARGET]
         value_clipping = None
         if self.value_clip is None:
-            v_loss = 0.5 * F.mse_loss(value, value_target)
+            squared_error = F.mse_loss(value, value_target)  # mean of (V - V_target)^2
         else:
             value_old = batch[keys.STATE_VALUE]
             v_clipped = value_old + (value - value_old).clamp(-self.value_clip, self.value_clip)
             v_loss_unclipped = (value - value_target).pow(2)
             v_loss_clipped = (v_clipped - value_target).pow(2)
-            v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+            squared_error = torch.max(v_loss_unclipped, v_loss_clipped).mean()
             value_clipping = _ValueClipping(v_clipped, v_loss_unclipped, v_loss_clipped)
 
         loss_entropy, entropy = self.entropy_terms(entropy)
         with torch.no_grad():
             approx_kl = kl_estimate(log_ratio, ratio).mean()
-            clip_fraction = (ratio - 1.0).abs_().gt_(self.clip_epsilon).mean()  # |ratio - 1| > eps
+            # ratio outside [1 - eps, 1 + eps]: the samples the clip moved (two operations)
+            clip_fraction = torch.ne(ratio, clipped_ratio).mean(dtype=ratio.dtype)
             ratio_mean = ratio.mean()
         output = TensorDict(
             {
                 "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * v_loss,
+                "loss_critic": squared_error * (0.5 * self.value_coef),  # c_v * L^VF
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
                 "approx_kl": approx_kl,

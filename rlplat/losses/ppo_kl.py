@@ -46,6 +46,7 @@ class PPOKLLoss(ActorCriticLoss):
     """
 
     kl_beta: Tensor  # buffer, float32 []: the penalty coefficient beta
+    in_keys = (*ActorCriticLoss.in_keys, keys.ACTION_LOG_PROB)
 
     def __init__(
         self,

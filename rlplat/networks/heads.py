@@ -14,6 +14,7 @@ from rlplat.functional import (
     normal_entropy,
     normal_log_prob,
     normal_mode_log_prob,
+    normal_mode_log_prob_entropy,
     standard_normal_log_prob,
 )
 from rlplat.networks.backward import linear_backward, write_grad
@@ -86,8 +87,9 @@ class GaussianHead(nn.Module):
         mean = torch.addmm(self.mean.bias, features, self.mean.weight.t())  # F.linear for [N, F] features
         inv_std = (-self.log_std).exp()
         z = (action - mean) * inv_std  # [N, action_dim] standardised actions
-        log_prob = standard_normal_log_prob(z, normal_mode_log_prob(self.log_std))
-        return log_prob, normal_entropy(self.log_std).expand(mean.shape[:-1]), (features, z, inv_std)
+        mode_log_prob, entropy = normal_mode_log_prob_entropy(self.log_std)
+        log_prob = standard_normal_log_prob(z, mode_log_prob)
+        return log_prob, entropy.expand(mean.shape[:-1]), (features, z, inv_std)
 
     def backward(self, saved: HeadSaved, grad_log_prob: Tensor, grad_entropy: float = 0.0) -> Tensor:
         """Set the mean layer's and ``log_std``'s ``.grad`` (replaced) from dL/d log pi(a|s)

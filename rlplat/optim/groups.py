@@ -65,6 +65,7 @@ class OptimizerUnit:
     param_groups: list[dict[str, Any]]
     initial_lr: list[float]
     grads: list[Tensor] = field(default_factory=list)
+    _max_norm: Tensor | None = field(default=None, repr=False)  # max_grad_norm on the grads' device
 
     def metric(self, name: str) -> str:
         """``name`` for the shared optimizer, ``<group>/<name>`` for a group's own."""
@@ -91,7 +92,9 @@ class OptimizerUnit:
         else:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in self.grads]))
         if self.max_grad_norm is not None:
-            coefficient = (self.max_grad_norm / (norm + 1e-6)).clamp_(max=1.0)
+            if self._max_norm is None:  # the bound as a tensor: a number over a tensor is two operations
+                self._max_norm = torch.tensor(self.max_grad_norm, dtype=norm.dtype, device=norm.device)
+            coefficient = torch.div(self._max_norm, norm + 1e-6).clamp_(max=1.0)
             for grad in self.grads:
                 grad.mul_(coefficient)
         return norm

@@ -15,6 +15,7 @@ from rlplat.functional import (
     normal_entropy,
     normal_log_prob,
     normal_mode_log_prob,
+    normal_mode_log_prob_entropy,
     standard_normal_log_prob,
 )
 
@@ -234,3 +235,11 @@ def test_kl_estimate_is_k3_and_takes_a_ratio_already_computed():
     expected = torch.tensor([math.exp(x) - 1.0 - x for x in log_ratio.tolist()], dtype=torch.float64)
     torch.testing.assert_close(kl_estimate(log_ratio), expected)
     torch.testing.assert_close(kl_estimate(log_ratio, log_ratio.exp()), expected)
+
+
+def test_normal_mode_log_prob_entropy_equals_the_two_formulas_it_shares_a_sum_between():
+    log_std = torch.randn(3, generator=torch.Generator().manual_seed(5))
+    mode_log_prob, entropy = normal_mode_log_prob_entropy(log_std)
+    torch.testing.assert_close(mode_log_prob, normal_mode_log_prob(log_std))
+    torch.testing.assert_close(entropy, normal_entropy(log_std))
+    torch.testing.assert_close(entropy, torch.distributions.Normal(torch.zeros(3), log_std.exp()).entropy().sum())

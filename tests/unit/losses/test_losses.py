@@ -182,3 +182,27 @@ def test_linear_schedule():
     assert linear_schedule(1.0, 0.1, 100, 0) == 1.0
     assert linear_schedule(1.0, 0.1, 100, 50) == pytest.approx(0.55)
     assert linear_schedule(1.0, 0.1, 100, 1000) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("algo", "overrides", "extra"),
+    [
+        ("ppo", [], {keys.ACTION_LOG_PROB}),
+        ("ppo", ["loss.value_clip=0.2"], {keys.ACTION_LOG_PROB, keys.STATE_VALUE}),
+        ("ppo_kl", [], {keys.ACTION_LOG_PROB}),
+        ("a2c", [], set()),
+        ("reinforce", [], set()),
+    ],
+)
+def test_on_policy_minibatches_hold_the_keys_the_loss_reads_and_it_learns_from_them(tmp_path, algo, overrides, extra):
+    """The trainer buffers only the loss's in_keys; an update on such a minibatch runs (a
+    key the loss reads but does not declare would raise here)."""
+    from conftest import TINY, make_trainer
+
+    trainer = make_trainer([f"algo={algo}", "env=pendulum", "tracking.enabled=false", *TINY, *overrides], tmp_path)
+    trainer._buffer(trainer.parts.collector.rollout())
+    batch = next(iter(trainer.parts.buffer.batches()))
+    expected = {keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET} | extra
+    assert set(batch.keys(True, True)) == expected
+    assert trainer._update(batch, frames=0) is not None
+    trainer.parts.close()

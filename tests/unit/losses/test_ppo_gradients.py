@@ -131,7 +131,7 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(env, tmp_path):
         trainer = _trainer([f"env={env}", f"loss.analytic_gradients={str(analytic).lower()}"], tmp_path)
         parts = trainer.parts
         assert parts.loss.analytic_gradients is analytic
-        parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+        trainer._buffer(parts.collector.rollout())  # as Trainer.fit: only the loss's in_keys
         outputs = [trainer._update(batch, frames=0) for batch in parts.buffer.batches()]
         assert outputs and all(out is not None for out in outputs)
         params[analytic] = [p.detach().clone() for p in parts.loss.parameters()]
