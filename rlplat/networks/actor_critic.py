@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from rlplat.networks.backward import linear_backward
+from rlplat.networks.backward import linear_backward, weight_and_bias
 from rlplat.networks.base import NetworkFactory
 from rlplat.networks.heads import CategoricalHead, GaussianHead, HeadSaved
 from rlplat.networks.mlp import MLP
@@ -119,7 +119,8 @@ class ActorCritic(nn.Module):
         """:meth:`value` without autograd (when :attr:`has_backward`): ``[N, 1]`` V(s) and
         what :meth:`value_backward` needs."""
         outputs = cast(MLP, self.critic_torso).forward_saving(observation)
-        return torch.addmm(self.value_head.bias, outputs[-1], self.value_head.weight.t()), outputs
+        weight, bias = weight_and_bias(self.value_head)
+        return torch.addmm(bias, outputs[-1], weight.t()), outputs
 
     def value_backward(self, outputs: list[Tensor], grad_value: Tensor) -> None:
         """Set the ``.grad`` of the critic torso's and value head's parameters (replaced) from

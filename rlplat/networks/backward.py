@@ -24,6 +24,24 @@ OUTPUT_BACKWARD: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
 }
 
 
+def weight_and_bias(linear: nn.Linear) -> tuple[Tensor, Tensor]:
+    """``(linear.weight, linear.bias)``, read from the layer's parameter dict.
+
+    ``nn.Module`` resolves a parameter attribute in Python, ~0.4 us a name on the machines
+    measured here; a closed-form update of two 64-unit MLPs reads ~40 of them, ~5% of its
+    time. ``_parameters`` is the dict that lookup reads (``nn.Module`` has no public accessor
+    this cheap), so these are the registered parameters, whatever replaced them.
+
+    Raises:
+        ValueError: for a layer without a bias (the closed-form passes assume one).
+    """
+    parameters = linear._parameters
+    weight, bias = parameters["weight"], parameters["bias"]
+    if weight is None or bias is None:
+        raise ValueError(f"{linear}: the closed-form passes need a weight and a bias")
+    return weight, bias
+
+
 def write_grad(parameter: Tensor, compute: Callable[..., Tensor], *args: Tensor | int) -> None:
     """Set ``parameter.grad`` to ``compute(*args)``, written into the existing ``.grad`` (``out=``):
     a gradient that is a view of an optimizer's flat buffer stays one.
@@ -46,8 +64,9 @@ def linear_grads(linear: nn.Linear, inputs: Tensor, grad_output: Tensor) -> None
         inputs: ``[N, in]`` float, the layer's input x in the forward pass.
         grad_output: ``[N, out]`` float, g = dL/dy.
     """
-    write_grad(linear.weight, torch.mm, grad_output.t(), inputs)
-    write_grad(linear.bias, torch.sum, grad_output, 0)
+    weight, bias = weight_and_bias(linear)
+    write_grad(weight, torch.mm, grad_output.t(), inputs)
+    write_grad(bias, torch.sum, grad_output, 0)
 
 
 def linear_backward(linear: nn.Linear, inputs: Tensor, grad_output: Tensor) -> Tensor:
@@ -62,4 +81,4 @@ def linear_backward(linear: nn.Linear, inputs: Tensor, grad_output: Tensor) -> T
         ``[N, in]`` dL/dx = g W.
     """
     linear_grads(linear, inputs, grad_output)
-    return grad_output.mm(linear.weight)
+    return grad_output.mm(weight_and_bias(linear)[0])

@@ -17,7 +17,7 @@ from rlplat.functional import (
     normal_mode_log_prob_entropy,
     standard_normal_log_prob,
 )
-from rlplat.networks.backward import linear_backward, write_grad
+from rlplat.networks.backward import linear_backward, weight_and_bias, write_grad
 
 HeadSaved = tuple[Tensor, ...]
 """What a head's ``log_prob_entropy_saving`` keeps for its ``backward``."""
@@ -84,10 +84,12 @@ class GaussianHead(nn.Module):
 
     def log_prob_entropy_saving(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor, HeadSaved]:
         """:meth:`log_prob_entropy` without autograd, keeping what :meth:`backward` needs."""
-        mean = torch.addmm(self.mean.bias, features, self.mean.weight.t())  # F.linear for [N, F] features
-        inv_std = (-self.log_std).exp()
+        weight, bias = weight_and_bias(self.mean)
+        log_std = self.log_std
+        mean = torch.addmm(bias, features, weight.t())  # F.linear for [N, F] features
+        inv_std = (-log_std).exp()
         z = (action - mean) * inv_std  # [N, action_dim] standardised actions
-        mode_log_prob, entropy = normal_mode_log_prob_entropy(self.log_std)
+        mode_log_prob, entropy = normal_mode_log_prob_entropy(log_std)
         log_prob = standard_normal_log_prob(z, mode_log_prob)
         return log_prob, entropy.expand(mean.shape[:-1]), (features, z, inv_std)
 
@@ -153,7 +155,8 @@ class CategoricalHead(nn.Module):
 
     def log_prob_entropy_saving(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor, HeadSaved]:
         """:meth:`log_prob_entropy` without autograd, keeping what :meth:`backward` needs."""
-        log_p = torch.addmm(self.logits.bias, features, self.logits.weight.t()).log_softmax(-1)  # [N, num_actions]
+        weight, bias = weight_and_bias(self.logits)
+        log_p = torch.addmm(bias, features, weight.t()).log_softmax(-1)  # [N, num_actions]
         index = action.unsqueeze(-1)  # [N, 1]
         p = log_p.exp()
         entropy = -(p * log_p).sum(-1)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from rlplat.networks.backward import OUTPUT_BACKWARD, linear_backward, linear_grads
+from rlplat.networks.backward import OUTPUT_BACKWARD, linear_backward, linear_grads, weight_and_bias
 from rlplat.registry import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -158,7 +158,8 @@ class MLP(nn.Module):
         outputs = [h]
         activation = NO_GRAD_IN_PLACE.get(self.activation, self._activation)
         for linear in self._linears:
-            h = activation(torch.addmm(linear.bias, h, linear.weight.t()))  # F.linear for [N, in]
+            weight, bias = weight_and_bias(linear)
+            h = activation(torch.addmm(bias, h, weight.t()))  # F.linear for [N, in]
             outputs.append(h)
         return outputs
 
