@@ -58,7 +58,8 @@ def check_loss(
     * ``param_groups()`` maps names to parameters of the loss, each trainable parameter in
       exactly one group;
     * ``updates`` updates as the trainer makes them on ``[N]`` minibatches (``[N, L]``
-      windows when ``sequence_length`` is L > 1): the output is a TensorDict of batch size
+      windows when ``sequence_length`` is L > 1), holding only the loss's ``in_keys`` when
+      it declares them (each a key of the preprocessed rollout): the output is a TensorDict of batch size
       ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
       without gradients; the summed ``loss_*`` terms back-propagate finite gradients into
       every trainable parameter (over the updates); an SGD step per group, then
@@ -140,6 +141,11 @@ def _check_in(
     )
     dropped = set(rollout.keys(True, True)) - set(processed.keys(True, True))
     loss_entry.expect(not dropped, f"preprocess dropped the keys {sorted(map(str, dropped))}{what}")
+    in_keys = getattr(loss, "in_keys", None)
+    if in_keys is not None:  # the trainer buffers only these
+        absent = [str(key) for key in in_keys if key not in processed.keys(True, True)]
+        loss_entry.expect(not absent, f"in_keys {absent} are not keys of the preprocessed rollout{what}")
+        processed = processed.select(*in_keys)
     groups = check_param_groups(loss_entry, loss)
     _check_updates(loss_entry, loss, processed, groups, named, batch_size, updates, seed)
     savable(loss_entry, loss.state_dict(), "state_dict()")

@@ -273,6 +273,34 @@ def test_closed_form_gradients_unlike_autograds_are_named():
         check_loss(WrongClosedFormLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
+class ShortInKeysLoss(PPOLoss):
+    """PPO that declares too few in_keys: the old log-probabilities it reads are left out."""
+
+    in_keys = (keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET)
+
+    def __init__(self, observation_space, action_space, network):
+        super().__init__(observation_space, action_space, network)
+        self.in_keys = ShortInKeysLoss.in_keys
+
+
+class AbsentInKeysLoss(ShortInKeysLoss):
+    def __init__(self, observation_space, action_space, network):
+        super().__init__(observation_space, action_space, network)
+        self.in_keys = (*PPOLoss.in_keys, keys.ACTION_LOG_PROB, "returns")
+
+
+def test_in_keys_that_leave_out_a_key_the_loss_reads_fail_as_the_trainer_would():
+    with pytest.raises(AssertionError, match=r"loss 'ShortInKeysLoss': .*action_log_prob"):
+        check_loss(ShortInKeysLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
+def test_in_keys_that_the_rollout_does_not_hold_are_named():
+    with pytest.raises(
+        AssertionError, match=r"loss 'AbsentInKeysLoss': in_keys \['returns'\] are not keys of the preprocessed rollout"
+    ):
+        check_loss(AbsentInKeysLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
 class Reshaping(Transform):
     def __init__(self, observation_space):
         super().__init__()
