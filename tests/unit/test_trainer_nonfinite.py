@@ -13,7 +13,7 @@ from rlplat.trainer import NonFiniteError, Trainer
 def _trainer_with_a_nan_critic(tmp_path, overrides: list[str]) -> Trainer:
     trainer = make_trainer(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY, *overrides], tmp_path)
     parts = trainer.parts
-    parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+    trainer._buffer(parts.collector.rollout())
     with torch.no_grad():
         parts.loss.agent.value_head.bias.fill_(float("nan"))  # V(s) and so the critic loss are NaN
     return trainer

@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
+from conftest import TINY, make_trainer
 from tensordict import TensorDict
 from torch import nn
 
@@ -197,8 +198,6 @@ def test_linear_schedule():
 def test_on_policy_minibatches_hold_the_keys_the_loss_reads_and_it_learns_from_them(tmp_path, algo, overrides, extra):
     """The trainer buffers only the loss's in_keys; an update on such a minibatch runs (a
     key the loss reads but does not declare would raise here)."""
-    from conftest import TINY, make_trainer
-
     trainer = make_trainer([f"algo={algo}", "env=pendulum", "tracking.enabled=false", *TINY, *overrides], tmp_path)
     trainer._buffer(trainer.parts.collector.rollout())
     batch = next(iter(trainer.parts.buffer.batches()))

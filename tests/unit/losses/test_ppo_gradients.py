@@ -152,7 +152,7 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, monkeypa
     parts = trainer.parts
     loss = parts.loss
     assert loss.analytic_gradients and "gradients" in vars(loss)  # the compiled function shadows the method
-    parts.buffer.extend(loss.preprocess(parts.collector.rollout()))
+    trainer._buffer(parts.collector.rollout())
     batch = next(iter(parts.buffer.batches()))
     _, expected = autograd_gradients(loss, batch)
     loss.gradients(batch)
