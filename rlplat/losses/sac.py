@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
-from torch import nn
+from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
@@ -38,6 +38,14 @@ class SACLoss(nn.Module):
         num_critics: Critics K; targets and actor use their minimum.
         warmup_frames: Frames of uniform random actions at the start.
         features: Width of each torso output.
+        analytic_gradients: Compute the gradients in closed form (:meth:`gradients`) where
+            the networks allow it: MLP torsos with tanh or ReLU, the critics stacked;
+            autograd otherwise, or when False.
+
+    Attributes:
+        in_keys: The keys of a batch the loss reads; the trainer buffers only these.
+        analytic_gradients: Whether the trainer calls :meth:`gradients` instead of
+            back-propagating :meth:`forward`'s terms.
 
     Raises:
         ConfigError: for a non-Box action space or an invalid coefficient.
@@ -46,6 +54,7 @@ class SACLoss(nn.Module):
     action_spaces = (gymnasium.spaces.Box,)
     on_policy = False
     sequence_length = 1
+    in_keys = (keys.OBSERVATION, keys.ACTION, keys.NEXT_OBSERVATION, keys.NEXT_REWARD, keys.NEXT_TERMINATED)
 
     def __init__(
         self,
@@ -61,6 +70,7 @@ class SACLoss(nn.Module):
         num_critics: int = 2,
         warmup_frames: int = 1000,
         features: int = 256,
+        analytic_gradients: bool = True,
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma)
@@ -78,6 +88,7 @@ class SACLoss(nn.Module):
         self.target_entropy = float(-action_dim if target_entropy is None else target_entropy)
         self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
         self.gamma = gamma
+        self.analytic_gradients = analytic_gradients and self.actor.has_backward and self.critics.has_backward
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """``actor``: the squashed Gaussian policy; ``critic``: the Q ensemble;
@@ -97,19 +108,81 @@ class SACLoss(nn.Module):
         ``alpha``, ``entropy`` (of the squashed policy, estimated), ``q_mean``."""
         observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
         alpha = self.log_alpha.exp().detach()
+        noise = self._noise(action)
         with torch.no_grad():
-            next_observation = batch[keys.NEXT_OBSERVATION]
-            next_action, next_log_prob = self.actor(next_observation)
-            next_q = self.critics_target(next_observation, next_action).min(0).values  # [N, 1]
-            soft_value = next_q - alpha * next_log_prob.unsqueeze(-1)
-            not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
-            target = batch[keys.NEXT_REWARD] + self.gamma * not_terminated * soft_value
+            target = self._target(batch, alpha, noise[0])
         q = self.critics(observation, action)  # [K, N, 1]
-        loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
+        new_action, log_prob = self.actor(observation, noise=noise[1])  # reparameterised
+        q_new = self.critics(observation, new_action, frozen=True).min(0).values  # [N, 1]; critics not moved
+        return self._terms(q, target, alpha, log_prob, q_new)
 
-        new_action, log_prob = self.actor(observation)  # reparameterised
-        q_new = self.critics(observation, new_action, frozen=True).min(0).values.squeeze(-1)  # [N]; critics not moved
-        loss_actor = (alpha * log_prob - q_new).mean()
+    @torch.no_grad()
+    def gradients(self, batch: TensorDict) -> TensorDict:
+        """:meth:`forward`'s terms and diagnostics, without gradients, and the gradient of the
+        summed ``loss_*`` terms written into every parameter's ``.grad`` (replaced), in
+        closed form instead of by autograd (only when :attr:`analytic_gradients`).
+
+        The derivatives: ``d loss_qvalue / d Q_k(s_n, a_n) = (Q_k - y_n) / N``;
+        ``d loss_actor / d log pi(a~_n|s_n) = alpha / N`` and ``d loss_actor / d a~_n =
+        -dQ_k*(s_n, a~_n)/da~ / N`` for the critic k* of the minimum (as torch.min's
+        gradient picks); ``d loss_alpha / d log alpha = -mean(log pi + H_target)``. The
+        networks back-propagate them by hand (:mod:`rlplat.networks.backward`), drawing the
+        same noise as :meth:`forward`; the gradients equal autograd's to float rounding (tested).
+
+        Args:
+            batch: ``[N]`` transitions, as for :meth:`forward`.
+
+        Returns:
+            What :meth:`forward` returns, detached.
+        """
+        observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
+        n = action.shape[0]
+        alpha = self.log_alpha.exp()
+        noise = self._noise(action)
+        target = self._target(batch, alpha, noise[0])
+        q, q_saved = self.critics.forward_saving(observation, action)  # [K, N, 1]
+        new_action, log_prob, actor_saved = self.actor.forward_saving(observation, noise[1])
+        q_new_all, q_new_saved = self.critics.forward_saving(observation, new_action)  # [K, N, 1]
+        q_new, critic_index = q_new_all.min(0)  # [N, 1]
+        output = self._terms(q, target, alpha, log_prob, q_new)
+
+        self.critics.backward(q_saved, (q - target).mul_(1.0 / n))
+        grad_q_new = torch.zeros_like(q_new_all).scatter_(0, critic_index.unsqueeze(0), -1.0 / n)
+        grad_action = self.critics.backward(q_new_saved, grad_q_new, parameters=False)  # [N, A]
+        assert grad_action is not None
+        self.actor.backward(actor_saved, grad_action, alpha * (1.0 / n))
+        if self.log_alpha.requires_grad:
+            grad_log_alpha = -(log_prob + self.target_entropy).mean()
+            if self.log_alpha.grad is None:
+                self.log_alpha.grad = grad_log_alpha
+            else:
+                self.log_alpha.grad.copy_(grad_log_alpha)
+        return output
+
+    def _noise(self, action: Tensor) -> Tensor:
+        """``[2, N, A]`` standard normal draws: the next actions' (target) and the new actions'
+        (actor loss), in one call so that :meth:`forward` and :meth:`gradients` draw alike."""
+        return torch.randn(2, *action.shape, dtype=action.dtype, device=action.device)
+
+    def _target(self, batch: TensorDict, alpha: Tensor, noise: Tensor) -> Tensor:
+        """``[N, 1]`` soft TD target ``r + gamma (1 - terminated) (min_k Q_target_k(s', a') -
+        alpha log pi(a'|s'))``, ``a' ~ pi(.|s')`` sampled with ``noise``; no gradients."""
+        next_observation = batch[keys.NEXT_OBSERVATION]
+        next_action, next_log_prob = self.actor(next_observation, noise=noise)
+        if self.analytic_gradients:  # the stacked critics' faster products, outside autograd
+            next_q_all = self.critics_target.forward_saving(next_observation, next_action)[0]
+        else:
+            next_q_all = self.critics_target(next_observation, next_action)
+        next_q = next_q_all.min(0).values  # [N, 1]
+        soft_value = next_q - alpha * next_log_prob.unsqueeze(-1)
+        not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
+        return batch[keys.NEXT_REWARD] + self.gamma * not_terminated * soft_value
+
+    def _terms(self, q: Tensor, target: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
+        """The loss output from ``[K, N, 1]`` Q(s, a), ``[N, 1]`` targets, ``[N]`` log pi of the
+        new actions and ``[N, 1]`` min_k Q_k(s, a~)."""
+        loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
+        loss_actor = (alpha * log_prob - q_new.squeeze(-1)).mean()
         loss_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         return TensorDict(
             {

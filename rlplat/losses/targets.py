@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from rlplat.registry import ConfigError
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
-def frozen_copy(module: nn.Module) -> nn.Module:
+
+def frozen_copy(module: ModuleT) -> ModuleT:
     """A copy of ``module`` whose parameters take no gradient, for use as a target network."""
     target = copy.deepcopy(module)
     target.requires_grad_(False)

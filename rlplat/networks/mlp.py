@@ -12,7 +12,16 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from rlplat.networks.backward import OUTPUT_BACKWARD, linear_backward, linear_grads, weight_and_bias
+from rlplat.networks.backward import (
+    OUTPUT_BACKWARD,
+    linear_backward,
+    linear_grads,
+    per_member,
+    stacked_addmm,
+    stacked_input_grad,
+    stacked_linear_grads,
+    weight_and_bias,
+)
 from rlplat.registry import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -232,7 +241,8 @@ class StackedMLP(nn.Module):
             self.weights = nn.ParameterList(weights)
             self.biases = nn.ParameterList(torch.stack([m[i].bias for m in members]).unsqueeze(1) for i in layers)
         self.activated_layers = len(members[0]) - (1 if heads else 0)  # the head's layer has no activation
-        self._activation = FUNCTIONS[cast(MLP, torsos[0]).activation]
+        self.activation = cast(MLP, torsos[0]).activation
+        self._activation = FUNCTIONS[self.activation]
 
     def forward(self, x: Tensor, detach: bool = False, first: int | None = None) -> Tensor:
         """``[N, in]`` inputs, shared by the K networks -> ``[K, N, out]``.
@@ -247,12 +257,81 @@ class StackedMLP(nn.Module):
         size = len(self.weights[0])
         k = size if first is None else first
         h = h.expand(k, *h.shape)
-        for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+        for i, (weight, bias) in enumerate(self._layers()):
             if k < size:  # a slice only when needed: its backward pass zero-fills and copies the whole weight
                 weight, bias = weight[:k], bias[:k]
             if detach:
                 weight, bias = weight.detach(), bias.detach()
-            h = torch.baddbmm(bias, h, weight)
+            if per_member(h.shape[1], weight):  # bmm's slow path (a value head): one product per network
+                h = torch.stack([torch.addmm(bias[m], h[m], weight[m]) for m in range(k)])
+            else:
+                h = torch.baddbmm(bias, h, weight)
             if i < self.activated_layers:
                 h = self._activation(h)
         return h
+
+    @property
+    def has_backward(self) -> bool:
+        """Whether :meth:`backward` can back-propagate through the activation (tanh, ReLU)."""
+        return self.activation in OUTPUT_BACKWARD
+
+    def _layers(self) -> list[tuple[Tensor, Tensor]]:
+        """Each layer's ``(weight, bias)``, read from the parameter lists' dicts (an
+        ``nn.ParameterList`` index resolves the name in Python, ~4 us a parameter; see
+        :func:`rlplat.networks.backward.weight_and_bias`)."""
+        weights, biases = self.weights._parameters, self.biases._parameters
+        return [(cast(Tensor, weights[key]), cast(Tensor, biases[key])) for key in weights]
+
+    def forward_saving(self, x: Tensor) -> list[Tensor]:
+        """:meth:`forward` of all K networks without autograd, keeping what :meth:`backward`
+        needs; large layers run network by network
+        (:func:`rlplat.networks.backward.stacked_addmm`).
+
+        Args:
+            x: ``[N, *in_shape]`` float32, shared by the K networks.
+
+        Returns:
+            The flattened input ``[N, in]`` and each layer's (activated) output
+            ``[K, N, width]``, the last one ``[K, N, out]``.
+        """
+        h = x if x.dim() == 2 else x.flatten(1)
+        outputs = [h]
+        activation = NO_GRAD_IN_PLACE.get(self.activation, self._activation)
+        for i, (weight, bias) in enumerate(self._layers()):
+            h = stacked_addmm(bias, h, weight)
+            if i < self.activated_layers:
+                h = activation(h)
+            outputs.append(h)
+        return outputs
+
+    def backward(self, outputs: list[Tensor], grad_output: Tensor, *, parameters: bool = True) -> Tensor | None:
+        """Back-propagate dL/d(output) through the K networks.
+
+        Args:
+            outputs: What :meth:`forward_saving` returned.
+            grad_output: ``[K, N, out]`` float, dL/d(each network's output).
+            parameters: Set every weight's and bias's ``.grad`` (replaced, not
+                accumulated); False leaves them alone, as for networks held fixed in another
+                network's loss (e.g. critics in an actor's loss).
+
+        Returns:
+            With ``parameters=False``, ``[K, N, in]`` dL/d(input) through each network (the
+            input is shared: its gradient is the sum over K); None otherwise.
+
+        Raises:
+            ValueError: when the activation has no written-out backward (:attr:`has_backward`).
+        """
+        if not self.has_backward:
+            raise ValueError(f"StackedMLP.backward supports tanh and relu activations, not {self.activation!r}")
+        activation_backward = OUTPUT_BACKWARD[self.activation]
+        layers = self._layers()
+        grad = grad_output
+        for i in range(len(layers) - 1, -1, -1):
+            weight, bias = layers[i]
+            if i < self.activated_layers:
+                grad = activation_backward(grad, outputs[i + 1])
+            if parameters:
+                stacked_linear_grads(weight, bias, outputs[i], grad)
+            if i > 0 or not parameters:  # the input's gradient only where something needs it
+                grad = stacked_input_grad(weight, grad)
+        return None if parameters else grad

@@ -98,3 +98,36 @@ class ContinuousQEnsemble(nn.Module):
         finally:
             for p in parameters:
                 p.requires_grad_(True)
+
+    @property
+    def has_backward(self) -> bool:
+        """Whether :meth:`forward_saving` and :meth:`backward` apply: stacked MLP torsos with
+        tanh or ReLU."""
+        return self.stacked is not None and self.stacked.has_backward
+
+    def forward_saving(self, observation: Tensor, action: Tensor) -> tuple[Tensor, tuple[list[Tensor], int]]:
+        """:meth:`forward` without autograd (when :attr:`has_backward`).
+
+        Returns:
+            Q-values ``[K, N, 1]`` and what :meth:`backward` needs.
+        """
+        assert self.stacked is not None
+        outputs = self.stacked.forward_saving(torch.cat([observation.flatten(1), action], dim=-1))
+        return outputs[-1], (outputs, action.shape[-1])
+
+    def backward(self, saved: tuple[list[Tensor], int], grad_q: Tensor, *, parameters: bool = True) -> Tensor | None:
+        """Back-propagate ``[K, N, 1]`` dL/dQ_k(s_n, a_n).
+
+        Args:
+            saved: What :meth:`forward_saving` returned with the Q-values.
+            grad_q: ``[K, N, 1]`` float.
+            parameters: Set the critics' ``.grad`` (replaced; a critic's loss); False holds
+                the critics fixed and returns the action's gradient instead (an actor's loss).
+
+        Returns:
+            With ``parameters=False``, ``[N, A]`` dL/da summed over the K critics; else None.
+        """
+        assert self.stacked is not None
+        outputs, action_dim = saved
+        grad_input = self.stacked.backward(outputs, grad_q, parameters=parameters)  # [K, N, obs + A]
+        return None if grad_input is None else grad_input[..., -action_dim:].sum(0)

@@ -58,13 +58,13 @@ def check_loss(
     * ``param_groups()`` maps names to parameters of the loss, each trainable parameter in
       exactly one group;
     * ``updates`` updates as the trainer makes them on ``[N]`` minibatches (``[N, L]``
-      windows when ``sequence_length`` is L > 1), holding only the loss's ``in_keys`` when
-      it declares them (each a key of the preprocessed rollout): the output is a TensorDict of batch size
-      ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
-      without gradients; the summed ``loss_*`` terms back-propagate finite gradients into
-      every trainable parameter (over the updates); an SGD step per group, then
-      ``after_update()``; a loss with a true ``analytic_gradients`` attribute returns the
-      same from ``gradients(batch)`` and sets the same gradients (to float rounding);
+      windows when ``sequence_length`` is L > 1), holding only the loss's ``in_keys`` when it
+      declares them (each a key of the preprocessed rollout): the output is a TensorDict of batch
+      size ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
+      without gradients; the summed ``loss_*`` terms back-propagate finite gradients into every
+      trainable parameter (over the updates); an SGD step per group, then ``after_update()``; a
+      loss with a true ``analytic_gradients`` attribute returns the same from ``gradients(batch)``
+      (the same random draws) and sets the same gradients (to float rounding);
     * ``state_dict()`` is a mapping ``torch.save`` can write.
 
     Args:
@@ -290,6 +290,7 @@ def _check_updates(
     reached: set[int] = set()
     for update in range(updates):
         batch = _minibatch(processed, batch_size, length, generator)
+        rng_state = torch.get_rng_state()  # gradients(batch) below draws what loss(batch) drew
         with entry.running(f"loss(batch {shape_text(batch.batch_size)}) (update {update})"):
             output = loss(batch)
         total = check_loss_output(entry, output)
@@ -298,6 +299,7 @@ def _check_updates(
         with entry.running(f"backward of the summed loss_* terms (update {update})"):
             total.backward()
         if getattr(loss, "analytic_gradients", False):
+            torch.set_rng_state(rng_state)
             _check_closed_form(entry, loss, batch, named, update)
         for name, p in named.items():
             if p.grad is not None:
@@ -315,7 +317,9 @@ def _check_closed_form(
     entry: Subject, loss: Loss, batch: TensorDict, named: dict[str, nn.Parameter], update: int
 ) -> None:
     """A loss with a true ``analytic_gradients``: ``gradients(batch)`` returns what
-    ``forward`` does and sets the gradients autograd just computed (to float rounding)."""
+    ``forward`` does and sets the gradients autograd just computed (to float rounding),
+    drawing the same random numbers (the caller restored torch's generator to its state
+    before ``forward``)."""
     expected = {name: p.grad.clone() for name, p in named.items() if p.grad is not None}
     with entry.running(f"gradients(batch) (update {update})"):
         output = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss

@@ -172,11 +172,23 @@ def test_td3_target_policy_smoothing_noise_is_clipped():
 def test_tanh_log_prob_correction_matches_torch_transformed_distribution():
     g = torch.Generator().manual_seed(0)
     mean, log_std = torch.randn(64, 3, generator=g), torch.randn(64, 3, generator=g) * 0.5
-    u = mean + torch.randn(64, 3, generator=g) * log_std.exp()
+    noise = torch.randn(64, 3, generator=g)
+    u = mean + noise * log_std.exp()
     base = torch.distributions.Normal(mean, log_std.exp())
     squashed = torch.distributions.TransformedDistribution(base, [torch.distributions.TanhTransform(cache_size=1)])
     expected = squashed.log_prob(torch.tanh(u)).sum(-1)
-    torch.testing.assert_close(squashed_gaussian_log_prob(u, mean, log_std), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(squashed_gaussian_log_prob(u, log_std, noise), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_tanh_log_prob_is_stable_where_tanh_saturates():
+    # float32 |u| up to 15, where 1 - tanh(u)^2 underflows: against float64 with sech(u)^2 = 4 / (e^u + e^-u)^2
+    u = torch.linspace(-15.0, 15.0, 61).unsqueeze(-1)
+    log_std, noise = torch.full_like(u, -0.5), torch.full_like(u, 0.7)
+    u64, log_std64 = u.double(), log_std.double()
+    sech_squared = 4.0 / (u64.exp() + (-u64).exp()) ** 2
+    expected = -0.5 * 0.7**2 - log_std64 - 0.5 * math.log(2 * math.pi) - sech_squared.log()
+    got = squashed_gaussian_log_prob(u, log_std, noise)
+    torch.testing.assert_close(got.double(), expected.squeeze(-1), rtol=1e-6, atol=1e-5)
 
 
 def test_linear_schedule():

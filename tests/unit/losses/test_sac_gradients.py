@@ -1,0 +1,205 @@
+"""SAC's closed-form gradients (SACLoss.gradients) against autograd's, the stacked products
+they run on, and when they apply."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from conftest import make_trainer
+from tensordict import TensorDict
+
+from rlplat import keys
+from rlplat.losses.sac import SACLoss
+from rlplat.networks.actors import LOG_STD_MAX, LOG_STD_MIN
+from rlplat.networks.backward import per_member, stacked_addmm, stacked_input_grad, stacked_linear_grads
+from rlplat.networks.mlp import MLP
+
+OBS = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+BOX = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+# float64 throughout; the actor's gradients differ from autograd's by up to ~1e-10 (relative):
+# autograd differentiates log pi's tanh correction through softplus, which torch takes as
+# linear beyond 20 (|u| > 10), where the closed form's 2 tanh(u) is exact
+RTOL = 1e-8
+
+
+def assert_gradient_close(got: torch.Tensor, expected: torch.Tensor, name: str) -> None:
+    """Equal to within RTOL of the gradient's largest element."""
+    torch.testing.assert_close(got, expected, rtol=0, atol=RTOL * float(expected.abs().max()), msg=name)
+
+
+class Wide(torch.nn.Module):  # a torso that is not an MLP: autograd only
+    def __init__(self, space: gymnasium.Space, out_features: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(int(np.prod(space.shape)), out_features)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(observation))
+
+
+def make_loss(activation: str = "relu", hidden: int = 16, torso: str = "mlp", **kwargs) -> SACLoss:
+    def network(out_features: int, space: gymnasium.Space = OBS) -> torch.nn.Module:
+        if torso == "wide":
+            return Wide(space, out_features)
+        return MLP(space, out_features, hidden_sizes=[hidden], activation=activation)
+
+    torch.manual_seed(0)
+    loss = SACLoss(OBS, BOX, network, features=hidden, alpha_init=0.3, **kwargs).double()
+    with torch.no_grad():  # away from the initial weights, so that every term matters
+        for parameter in loss.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.3 * torch.randn_like(parameter))
+    return loss
+
+
+def make_batch(n: int = 64) -> TensorDict:
+    generator = torch.Generator().manual_seed(1)
+    return TensorDict(
+        {
+            keys.OBSERVATION: torch.randn(n, 3, generator=generator, dtype=torch.float64),
+            keys.ACTION: torch.rand(n, 2, generator=generator, dtype=torch.float64) * 2 - 1,
+            keys.NEXT_OBSERVATION: torch.randn(n, 3, generator=generator, dtype=torch.float64),
+            keys.NEXT_REWARD: torch.randn(n, 1, generator=generator, dtype=torch.float64),
+            keys.NEXT_TERMINATED: torch.rand(n, 1, generator=generator) < 0.2,
+        },
+        batch_size=[n],
+    )
+
+
+def autograd_gradients(loss: SACLoss, batch: TensorDict, seed: int) -> tuple[TensorDict, dict[str, torch.Tensor]]:
+    loss.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    output = loss(batch)
+    sum(v for k, v in output.items() if k.startswith(keys.LOSS_PREFIX)).backward()
+    return output.detach(), {name: p.grad.clone() for name, p in loss.named_parameters() if p.grad is not None}
+
+
+CASES = [
+    pytest.param({}, 64, id="relu"),
+    pytest.param({"activation": "tanh"}, 64, id="tanh"),
+    pytest.param({"hidden": 64}, 256, id="per-member-value-heads"),  # 256 rows x 64 inputs: per_member
+    pytest.param({"num_critics": 1}, 64, id="one-critic"),
+    pytest.param({"num_critics": 3}, 64, id="three-critics"),
+    pytest.param({"learn_alpha": False}, 64, id="fixed-alpha"),
+]
+
+
+@pytest.mark.parametrize("kwargs,n", CASES)
+def test_closed_form_gradients_equal_autograds(kwargs, n):
+    loss = make_loss(**kwargs)
+    batch = make_batch(n)
+    assert loss.analytic_gradients
+    expected_output, expected = autograd_gradients(loss, batch, seed=5)
+    assert ("log_alpha" in expected) is loss.log_alpha.requires_grad
+    for parameter in loss.parameters():
+        if parameter.requires_grad:
+            parameter.grad = torch.full_like(parameter, 7.0)  # replaced, not accumulated
+    torch.manual_seed(5)  # the same draws as the autograd pass
+    output = loss.gradients(batch)
+    for key, value in expected_output.items():
+        torch.testing.assert_close(output[key], value, rtol=1e-9, atol=1e-12, msg=key)
+        assert not output[key].requires_grad
+    for name, parameter in loss.named_parameters():
+        if name in expected:
+            assert_gradient_close(parameter.grad, expected[name], name)
+        else:
+            assert not parameter.requires_grad, name
+    assert "critics_target" not in "".join(expected)  # the target critics take no gradient
+
+
+def test_the_log_std_clamp_passes_gradients_only_inside_its_range():
+    loss = make_loss()
+    with torch.no_grad():  # log sigma far above the clamp for the first action dim, far below for the second
+        loss.actor.log_std.bias.copy_(torch.tensor([LOG_STD_MAX + 50.0, LOG_STD_MIN - 50.0], dtype=torch.float64))
+    batch = make_batch()
+    _, expected = autograd_gradients(loss, batch, seed=2)
+    torch.manual_seed(2)
+    loss.gradients(batch)
+    assert float(loss.actor.log_std.bias.grad.abs().max()) == 0.0 == float(expected["actor.log_std.bias"].abs().max())
+    for name, parameter in loss.actor.named_parameters():
+        assert_gradient_close(parameter.grad, expected[f"actor.{name}"], name)
+
+
+def test_the_actor_follows_the_critic_of_the_minimum():
+    """loss_actor = mean(alpha log pi - min_k Q_k(s, a~)): the critics' gradient reaches the
+    action through the smaller Q-value of each sample alone, as torch.min's does."""
+    loss = make_loss()
+    batch = make_batch()
+    with torch.no_grad():
+        torch.manual_seed(0)
+        new_action, _ = loss.actor(batch[keys.OBSERVATION], noise=loss._noise(batch[keys.ACTION])[1])
+        q = loss.critics(batch[keys.OBSERVATION], new_action)
+        loss.critics.stacked.biases[-1][1] += (q[0] - q[1]).median()  # the critics cross: each the minimum for half
+        q = loss.critics(batch[keys.OBSERVATION], new_action)
+    chosen = q.min(0).indices
+    assert 0 < int(chosen.sum()) < len(chosen)  # both critics are the minimum somewhere
+    _, expected = autograd_gradients(loss, batch, seed=0)
+    torch.manual_seed(0)
+    loss.gradients(batch)
+    assert_gradient_close(loss.actor.mean.weight.grad, expected["actor.mean.weight"], "actor.mean.weight")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"activation": "gelu"}, {"torso": "wide"}, {"analytic_gradients": False}],
+    ids=["gelu", "not-an-mlp", "switched-off"],
+)
+def test_autograd_where_the_closed_form_does_not_apply(kwargs):
+    assert not make_loss(**kwargs).analytic_gradients
+
+
+@pytest.mark.parametrize("rows,width,out", [(8, 4, 16), (256, 64, 1), (16, 8, 1)])
+def test_stacked_products_equal_batched_matrix_products(rows, width, out):
+    """The stacked layer's forward, parameter and input gradients, by either path of per_member."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(3, width, out, generator=generator, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(3, 1, out, generator=generator, dtype=torch.float64, requires_grad=True)
+    inputs = torch.randn(rows, width, generator=generator, dtype=torch.float64, requires_grad=True)
+    expected = torch.baddbmm(bias, inputs.expand(3, rows, width), weight)
+    grad_output = torch.randn(expected.shape, generator=generator, dtype=torch.float64)
+    expected.backward(grad_output)
+    with torch.no_grad():
+        torch.testing.assert_close(stacked_addmm(bias, inputs, weight), expected)
+        expected_grads = weight.grad.clone(), bias.grad.clone()
+        weight.grad, bias.grad = torch.full_like(weight, 7.0), None  # replaced; created where missing
+        stacked_linear_grads(weight, bias, inputs, grad_output)
+        torch.testing.assert_close((weight.grad, bias.grad), expected_grads)
+        torch.testing.assert_close(stacked_input_grad(weight, grad_output).sum(0), inputs.grad)
+
+
+def test_per_member_products_only_for_wide_value_heads():
+    assert per_member(256, torch.empty(2, 256, 1)) and per_member(256, torch.empty(2, 64, 1))
+    assert not per_member(64, torch.empty(2, 64, 1))  # small: one batched product is faster
+    assert not per_member(256, torch.empty(2, 256, 256))  # bmm is as fast as K products there
+
+
+def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path):
+    """Same seed, updates on the same sampled batches (flat gradient buffers, three fused
+    Adams, Polyak targets): the same parameters, to float rounding, either way."""
+    overrides = [
+        "algo=sac",
+        "env=pendulum",
+        "~tuned",  # one update per frame
+        "tracking.enabled=false",
+        "network.hidden_sizes=[32]",
+        "loss.features=32",
+        "buffer.batch_size=64",
+        "buffer.learning_starts=64",
+        "loss.warmup_frames=64",
+    ]
+    params = {}
+    for analytic in (True, False):
+        trainer = make_trainer([*overrides, f"loss.analytic_gradients={str(analytic).lower()}"], tmp_path)
+        parts = trainer.parts
+        assert parts.loss.analytic_gradients is analytic
+        torch.manual_seed(0)
+        outputs = []
+        for _ in range(100):
+            trainer._buffer(parts.collector.rollout())
+            outputs += [trainer._update(batch, frames=0) for batch in parts.buffer.batches()]
+        assert len(outputs) == 100 - 64 + 1 and all(out is not None for out in outputs), len(outputs)
+        params[analytic] = [p.detach().clone() for p in parts.loss.parameters()]
+        parts.close()
+    for closed_form, autograd in zip(params[True], params[False]):
+        torch.testing.assert_close(closed_form, autograd, rtol=1e-4, atol=1e-5)
