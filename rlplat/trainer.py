@@ -89,6 +89,14 @@ class Callback(Protocol):
         ...
 
 
+_CHECKED_IN_ROLLOUTS = (
+    (keys.OBSERVATION, "observation"),
+    (keys.NEXT_OBSERVATION, "next observation"),
+    (keys.NEXT_REWARD, "reward"),
+)
+"""The rollout keys checked for NaN and inf (``trainer.nonfinite``), with their names."""
+
+
 def loss_total(losses: TensorDict) -> Tensor:
     """The sum of a loss output's ``loss_*`` terms, 0-dim (they are scalar tensors: the Loss
     contract); summed from the first term rather than from 0, one operation less."""
@@ -311,16 +319,20 @@ class Trainer:
         raise NonFiniteError(f"non-finite {what} at {frames:,} frames (trainer.nonfinite=raise); {kept}")
 
     def _finite_rollout(self, rollout: TensorDict, frames: int) -> bool:
-        """Whether the rollout's observations and rewards are finite (else raise or skip it)."""
-        for key, what in (
-            (keys.OBSERVATION, "observation"),
-            (keys.NEXT_OBSERVATION, "next observation"),
-            (keys.NEXT_REWARD, "reward"),
-        ):
-            if not bool(torch.isfinite(rollout[key]).all()):
+        """Whether the rollout's observations and rewards are finite (else raise or skip it).
+
+        One check for the three: the sum of their sums, read as one Python float, is finite
+        unless one of them holds a NaN or inf, or their sum overflows; only then is each
+        looked at on its own (an off-policy run checks every frame's rollout).
+        """
+        values = [rollout.get(key) for key, _ in _CHECKED_IN_ROLLOUTS]
+        if math.isfinite(float(values[0].sum() + values[1].sum() + values[2].sum())):
+            return True
+        for (key, what), value in zip(_CHECKED_IN_ROLLOUTS, values):
+            if not bool(torch.isfinite(value).all()):
                 self._nonfinite(f"{what} ({key if isinstance(key, str) else '.'.join(key)}) in the rollout", frames)
                 return False
-        return True
+        return True  # finite values whose sum overflowed
 
     def _buffer(self, rollout: TensorDict) -> None:
         """Preprocess a rollout (e.g. GAE) and buffer it: only the loss's ``in_keys`` when it

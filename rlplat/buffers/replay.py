@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
@@ -73,7 +74,8 @@ class ReplayBuffer:
         self.frames = 0
         self._storage: TensorDict | None = None
         self._keys: list[Any] = []  # the storage's leaf keys, nested ones as tuples
-        self._leaves: list[torch.Tensor] = []  # its leaves, [length, B, ...] each
+        self._flat: list[torch.Tensor] = []  # its leaves, [length * B, ...] each
+        self._writable: list[torch.Tensor | np.ndarray] = []  # its leaves [length, B, ...], numpy on the CPU
         self._head = 0  # next row to write
         self._rows = 0  # rows written, at most the storage length
         self._credit = 0.0  # updates earned and not yet taken
@@ -83,13 +85,14 @@ class ReplayBuffer:
         T, B = rollout.batch_size
         if self._storage is None:
             length = self.capacity // B
-            self._storage = rollout[0].expand(length, B).clone().zero_()
-            self._keys = list(self._storage.keys(include_nested=True, leaves_only=True))
-            self._leaves = [self._storage.get(key) for key in self._keys]
+            self._use(rollout[0].expand(length, B).clone().zero_())
+        assert self._storage is not None
         length = self._storage.batch_size[0]
         first = min(T, length - self._head)  # rows before the storage wraps around
-        for key, leaf in zip(self._keys, self._leaves):
+        for key, leaf in zip(self._keys, self._writable):
             value = rollout.get(key)
+            if isinstance(leaf, np.ndarray):  # CPU storage: numpy's row assignment costs less than torch's
+                value = value.numpy()
             leaf[self._head : self._head + first] = value[:first]
             if first < T:
                 leaf[: T - first] = value[first:]
@@ -98,6 +101,14 @@ class ReplayBuffer:
         self.frames += T * B
         if self.frames >= self.learning_starts:
             self._credit += self.replay_ratio * T * B
+
+    def _use(self, storage: TensorDict) -> None:
+        """Hold ``storage`` ``[length, B]``, and the views of its leaves that writes and samples use."""
+        self._storage = storage
+        self._keys = list(storage.keys(include_nested=True, leaves_only=True))
+        leaves = [storage.get(key) for key in self._keys]
+        self._flat = [leaf.flatten(0, 1) for leaf in leaves]  # [length * B, ...]: env b of row t at t * B + b
+        self._writable = [leaf.numpy() if leaf.device.type == "cpu" else leaf for leaf in leaves]
 
     def __len__(self) -> int:
         """Transitions held, in frames."""
@@ -112,14 +123,20 @@ class ReplayBuffer:
         if starts < 1:
             raise RuntimeError(f"replay buffer holds {self._rows} steps per env, fewer than a sequence of {L}")
         oldest = self._head if self._rows == length else 0
-        offset = torch.randint(starts, (self.batch_size,))
-        env = torch.randint(B, (self.batch_size,))
-        rows = (oldest + offset) % length
+        rows = torch.randint(starts, (self.batch_size,))
+        if oldest:  # the storage has wrapped around: the oldest row is at the head
+            rows = (rows + oldest) % length
         if L > 1:
             rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
-            env = env.unsqueeze(1)
-        index = (rows * B + env).to(self._storage.device)  # into each leaf's [length * B] rows
-        batch = [leaf.flatten(0, 1)[index] for leaf in self._leaves]
+        index = rows
+        if B > 1:
+            env = torch.randint(B, (self.batch_size,))
+            index = rows * B + (env.unsqueeze(1) if L > 1 else env)
+        index = index.to(self._storage.device)  # into each leaf's [length * B] rows
+        if L > 1:
+            batch = [leaf[index] for leaf in self._flat]
+        else:
+            batch = [torch.index_select(leaf, 0, index) for leaf in self._flat]  # the same gather, fewer checks
         return TensorDict(dict(zip(self._keys, batch)), batch_size=index.shape)
 
     def batches(self) -> Iterator[TensorDict]:
@@ -143,9 +160,7 @@ class ReplayBuffer:
         (its frame count and update credit carry over)."""
         self.frames, self._credit = int(state["frames"]), float(state["credit"])
         if "storage" in state:
-            self._storage = TensorDict(state["storage"], batch_size=state["storage_shape"])
-            self._keys = list(self._storage.keys(include_nested=True, leaves_only=True))
-            self._leaves = [self._storage.get(key) for key in self._keys]
+            self._use(TensorDict(state["storage"], batch_size=state["storage_shape"]))
             self._head, self._rows = int(state["head"]), int(state["rows"])
         else:
-            self._storage, self._keys, self._leaves, self._head, self._rows = None, [], [], 0, 0
+            self._storage, self._keys, self._flat, self._writable, self._head, self._rows = None, [], [], [], 0, 0

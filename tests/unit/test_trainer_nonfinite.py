@@ -3,6 +3,8 @@ term; skip_update skips the optimizer step and counts it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from conftest import TINY, make_trainer
@@ -39,4 +41,29 @@ def test_a_nan_loss_with_skip_update_leaves_the_parameters_and_counts_the_skip(t
     assert trainer.progress.skipped_updates == len(batches)
     for kept, parameter in zip(before, loss.agent.head.parameters()):
         assert torch.equal(kept, parameter)  # no optimizer step, though the policy's own gradients are finite
+    trainer.parts.close()
+
+
+@pytest.mark.parametrize(
+    "key,value,named",
+    [
+        ("observation", float("nan"), "observation (observation)"),
+        (("next", "observation"), float("-inf"), "next observation (next.observation)"),
+        (("next", "reward"), float("inf"), "reward (next.reward)"),
+    ],
+)
+def test_a_non_finite_rollout_is_named_by_its_key(tmp_path, key, value, named):
+    trainer = make_trainer(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY], tmp_path)
+    rollout = trainer.parts.collector.rollout().clone()  # out of inference mode, to be written
+    rollout.get(key)[1, 0] = value
+    with pytest.raises(NonFiniteError, match=re.escape(f"non-finite {named} in the rollout at 5 frames")):
+        trainer._finite_rollout(rollout, frames=5)
+    trainer.parts.close()
+
+
+def test_finite_values_whose_sum_overflows_pass_the_rollout_check(tmp_path):
+    trainer = make_trainer(["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY], tmp_path)
+    rollout = trainer.parts.collector.rollout().clone()
+    rollout.get("observation").fill_(3e38)  # float32's largest is 3.4e38: the sums overflow to inf
+    assert trainer._finite_rollout(rollout, frames=5)
     trainer.parts.close()
