@@ -115,6 +115,10 @@ class _ActorSaved(NamedTuple):
     spread: Tensor  # [N, A] sigma * noise
     inside: Tensor  # [N, A] bool, log sigma inside the clamp's range
 
+    def first(self, n: int) -> _ActorSaved:
+        """The same for the first ``n`` rows (views), whose samples alone a loss trains on."""
+        return _ActorSaved([x[:n] for x in self.torso_outputs], self.action[:n], self.spread[:n], self.inside[:n])
+
 
 def squashed_gaussian_log_prob(u: Tensor, log_std: Tensor, noise: Tensor) -> Tensor:
     """log-density of ``tanh(u)`` for ``u = mean + exp(log_std) * noise``, ``noise ~ N(0, I)``:

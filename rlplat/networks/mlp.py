@@ -304,19 +304,22 @@ class StackedMLP(nn.Module):
             outputs.append(h)
         return outputs
 
-    def backward(self, outputs: list[Tensor], grad_output: Tensor, *, parameters: bool = True) -> Tensor | None:
+    def backward(
+        self, outputs: list[Tensor], grad_output: Tensor, *, trained: bool = True, input_grad: bool = False
+    ) -> Tensor | None:
         """Back-propagate dL/d(output) through the K networks.
 
         Args:
             outputs: What :meth:`forward_saving` returned.
             grad_output: ``[K, N, out]`` float, dL/d(each network's output).
-            parameters: Set every weight's and bias's ``.grad`` (replaced, not
-                accumulated); False leaves them alone, as for networks held fixed in another
-                network's loss (e.g. critics in an actor's loss).
+            trained: Set every weight's and bias's ``.grad`` (replaced, not accumulated);
+                False leaves them alone, for networks that the loss holds fixed (e.g.
+                critics in an actor's loss).
+            input_grad: Return dL/d(input).
 
         Returns:
-            With ``parameters=False``, ``[K, N, in]`` dL/d(input) through each network (the
-            input is shared: its gradient is the sum over K); None otherwise.
+            With ``input_grad``, ``[K, N, in]`` dL/d(input) through each network (the input is
+            shared: its gradient is the sum over K); None otherwise.
 
         Raises:
             ValueError: when the activation has no written-out backward (:attr:`has_backward`).
@@ -330,8 +333,8 @@ class StackedMLP(nn.Module):
             weight, bias = layers[i]
             if i < self.activated_layers:
                 grad = activation_backward(grad, outputs[i + 1])
-            if parameters:
+            if trained:
                 stacked_linear_grads(weight, bias, outputs[i], grad)
-            if i > 0 or not parameters:  # the input's gradient only where something needs it
+            if i > 0 or input_grad:  # the input's gradient only where something needs it
                 grad = stacked_input_grad(weight, grad)
-        return None if parameters else grad
+        return grad if input_grad else None

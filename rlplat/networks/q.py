@@ -115,19 +115,22 @@ class ContinuousQEnsemble(nn.Module):
         outputs = self.stacked.forward_saving(torch.cat([observation.flatten(1), action], dim=-1))
         return outputs[-1], (outputs, action.shape[-1])
 
-    def backward(self, saved: tuple[list[Tensor], int], grad_q: Tensor, *, parameters: bool = True) -> Tensor | None:
+    def backward(
+        self, saved: tuple[list[Tensor], int], grad_q: Tensor, *, trained: bool = True, action_grad: bool = True
+    ) -> Tensor | None:
         """Back-propagate ``[K, N, 1]`` dL/dQ_k(s_n, a_n).
 
         Args:
             saved: What :meth:`forward_saving` returned with the Q-values.
             grad_q: ``[K, N, 1]`` float.
-            parameters: Set the critics' ``.grad`` (replaced; a critic's loss); False holds
-                the critics fixed and returns the action's gradient instead (an actor's loss).
+            trained: Set the critics' ``.grad`` (replaced; a critic's loss); False holds them
+                fixed (an actor's loss).
+            action_grad: Return the action's gradient.
 
         Returns:
-            With ``parameters=False``, ``[N, A]`` dL/da summed over the K critics; else None.
+            With ``action_grad``, ``[N, A]`` dL/da summed over the K critics; else None.
         """
         assert self.stacked is not None
         outputs, action_dim = saved
-        grad_input = self.stacked.backward(outputs, grad_q, parameters=parameters)  # [K, N, obs + A]
-        return None if grad_input is None else grad_input[..., -action_dim:].sum(0)
+        grad_input = self.stacked.backward(outputs, grad_q, trained=trained, input_grad=action_grad)
+        return None if grad_input is None else grad_input[..., -action_dim:].sum(0)  # [K, N, obs + A] -> [N, A]

@@ -128,7 +128,7 @@ def test_the_actor_follows_the_critic_of_the_minimum():
     batch = make_batch()
     with torch.no_grad():
         torch.manual_seed(0)
-        new_action, _ = loss.actor(batch[keys.OBSERVATION], noise=loss._noise(batch[keys.ACTION])[1])
+        new_action, _ = loss.actor(batch[keys.OBSERVATION], noise=loss._noise(batch[keys.ACTION])[0])
         q = loss.critics(batch[keys.OBSERVATION], new_action)
         loss.critics.stacked.biases[-1][1] += (q[0] - q[1]).median()  # the critics cross: each the minimum for half
         q = loss.critics(batch[keys.OBSERVATION], new_action)
