@@ -221,7 +221,10 @@ def build_loss(
 # every input's sizes and strides at each call, which dynamo's guards have checked just
 # before it. Without it PPO's updates at the PPO row's settings of the README's Speed section
 # run ~6% more per second (``benchmarks/speed.py <those settings> trainer.compile=true``).
-COMPILE_OPTIONS: dict[str, Any] = {"size_asserts": False}
+# ``fallback_random``: random draws inside the compiled code (SAC's reparameterised actions)
+# come from torch's generator, as in eager mode, not from inductor's own: a seed gives the
+# same draws compiled or not (SAC's compiled update at 64 units: no slower).
+COMPILE_OPTIONS: dict[str, Any] = {"size_asserts": False, "fallback_random": True}
 
 
 def compile_loss(loss: Loss, name: str) -> None:

@@ -203,3 +203,28 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path):
         parts.close()
     for closed_form, autograd in zip(params[True], params[False]):
         torch.testing.assert_close(closed_form, autograd, rtol=1e-4, atol=1e-5)
+
+
+def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path):
+    """trainer.compile=true compiles SAC's gradients: those of autograd on the same batch and
+    draws, to float32 rounding."""
+    overrides = ["algo=sac", "env=pendulum", "tracking.enabled=false", "trainer.compile=true", "buffer.batch_size=32"]
+    trainer = make_trainer(overrides, tmp_path)
+    parts = trainer.parts
+    loss = parts.loss
+    assert loss.analytic_gradients and "gradients" in vars(loss)  # the compiled function shadows the method
+    for _ in range(40):
+        trainer._buffer(parts.collector.rollout())
+    batch = parts.buffer.sample()
+    loss.zero_grad(set_to_none=False)
+    torch.manual_seed(3)
+    output = loss(batch)
+    sum(v for k, v in output.items() if k.startswith(keys.LOSS_PREFIX)).backward()
+    expected = {name: p.grad.clone() for name, p in loss.named_parameters() if p.requires_grad}
+    torch.manual_seed(3)
+    loss.gradients(batch)
+    for name, parameter in loss.named_parameters():
+        if name in expected:
+            scale = float(expected[name].abs().max()) + 1e-6
+            torch.testing.assert_close(parameter.grad, expected[name], rtol=0, atol=1e-4 * scale, msg=name)
+    parts.close()
