@@ -15,7 +15,8 @@ ratios of the same repetition, with a 95% percentile-bootstrap interval
    frames per second of the training loop.
 2. ``sac``: framework overhead of SAC, 256 x 256, one update of batch 256 per frame
    (``settings.SAC_OVERHEAD``), against the arithmetic bound computed from the measured
-   matrix-product rate; and rlplat's own 64-unit SAC preset.
+   matrix-product rate; and rlplat alone at smaller sizes: 64 x 64 at the same batch and
+   replay ratio, and its own SAC preset.
 3. ``target``: seconds to the first evaluation at or above the threshold with each
    library's best preset, evaluated every 5,000 frames on 10 episodes: from the command's
    start, and of training alone. rlplat's MLflow store exists before the first timed run
@@ -223,6 +224,7 @@ def _sac_overrides() -> list[str]:
 
 
 SAC_PRESET = ["algo=sac", "env=pendulum", "trainer.total_frames=10000", "trainer.eval_every_frames=0"]
+SAC_64 = [*_sac_overrides(), "network.hidden_sizes=[64]", "loss.features=64"]  # 64 x 64, otherwise row 2's settings
 
 
 def sac_update_mflop(obs_dim: int = 3, act_dim: int = 1) -> float:
@@ -258,15 +260,28 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
         out["ppo"] = {"settings": PPO_OVERHEAD, "fps": runs}
 
     if "sac" in rows:
-        runs = {"rlplat": [], "sb3": [], "torchrl": [], "cleanrl": [], "rlplat 64-unit preset": []}
+        runs = {
+            "rlplat": [],
+            "rlplat compiled": [],
+            "sb3": [],
+            "torchrl": [],
+            "cleanrl": [],
+            "rlplat 64x64": [],
+            "rlplat 64x64 compiled": [],
+            "rlplat preset": [],
+        }
         gflops = []
         for rep in range(repeats):
             gflops.append(run([here, str(PEERS / "rlplat_run.py"), "matmul"]).result["gflops"])
-            runs["rlplat"].append(rlplat.train([*_sac_overrides(), f"seed={rep}"])["time/fps"])
+            seed = f"seed={rep}"
+            runs["rlplat"].append(rlplat.train([*_sac_overrides(), seed])["time/fps"])
+            runs["rlplat compiled"].append(rlplat.train([*_sac_overrides(), seed, "trainer.compile=true"])["time/fps"])
             runs["sb3"].append(peer("sb3_run.py", "sac_overhead", "--seed", str(rep))["fps"])
             runs["torchrl"].append(peer("torchrl_run.py", "sac_overhead", "--seed", str(rep))["fps"])
             runs["cleanrl"].append(peer("cleanrl_style.py", "sac_overhead", "--seed", str(rep))["fps"])
-            runs["rlplat 64-unit preset"].append(rlplat.train([*SAC_PRESET, f"seed={rep}"])["time/fps"])
+            runs["rlplat 64x64"].append(rlplat.train([*SAC_64, seed])["time/fps"])
+            runs["rlplat 64x64 compiled"].append(rlplat.train([*SAC_64, seed, "trainer.compile=true"])["time/fps"])
+            runs["rlplat preset"].append(rlplat.train([*SAC_PRESET, seed])["time/fps"])
             print(f"sac {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
         out["sac"] = {
             "settings": SAC_OVERHEAD,
@@ -391,17 +406,17 @@ def summarize(measured: dict[str, Any]) -> dict[str, Any]:
                 lib: ratio_summary(fps["rlplat"], values) for lib, values in fps.items() if not lib.startswith("rlplat")
             },
         }
-        if row == "ppo":
-            summary[row]["compiled_ratios"] = {
-                lib: ratio_summary(fps["rlplat compiled"], values)
-                for lib, values in fps.items()
-                if not lib.startswith("rlplat")
-            }
+        summary[row]["compiled_ratios"] = {
+            lib: ratio_summary(fps["rlplat compiled"], values)
+            for lib, values in fps.items()
+            if not lib.startswith("rlplat")
+        }
     if "sac" in measured:
         gflops = statistics.median(measured["sac"]["matmul_gflops"])
         bound = gflops * 1e3 / measured["sac"]["update_mflop"]
         summary["sac"]["bound_fps"] = bound
         summary["sac"]["fraction_of_bound"] = summary["sac"]["median_fps"]["rlplat"] / bound
+        summary["sac"]["compiled_fraction_of_bound"] = summary["sac"]["median_fps"]["rlplat compiled"] / bound
         summary["sac"]["matmul_gflops"] = gflops
     if "target" in measured:
         summary["target"] = {}
@@ -480,17 +495,28 @@ def render(results: dict[str, Any]) -> str:
     if "sac" in s:
         fps = s["sac"]["median_fps"]
         lines += [
-            "| SAC, Pendulum, 256x256, batch 256, one update per frame, frames/s | median | rlplat / this |",
-            "|---|---:|---:|",
-            f"| rlplat | {fps['rlplat']:,.1f} | |",
+            "| SAC, Pendulum, 256x256, batch 256, one update per frame, frames/s | median | rlplat / this "
+            "| rlplat `trainer.compile=true` / this |",
+            "|---|---:|---:|---:|",
+            f"| rlplat | {fps['rlplat']:,.1f} | | |",
+            f"| rlplat, `trainer.compile=true` | {fps['rlplat compiled']:,.1f} | | |",
         ]
         for lib, label in (("sb3", "Stable-Baselines3"), ("torchrl", "TorchRL"), ("cleanrl", "CleanRL-style script")):
-            lines.append(f"| {label} | {fps[lib]:,.1f} | {_interval(s['sac']['ratios'][lib])} |")
+            lines.append(
+                f"| {label} | {fps[lib]:,.1f} | {_interval(s['sac']['ratios'][lib])} "
+                f"| {_interval(s['sac']['compiled_ratios'][lib])} |"
+            )
         lines += [
             f"| arithmetic bound ({s['sac']['matmul_gflops']:.0f} GFLOP/s measured on 256-wide products, "
             f"{results['measured']['sac']['update_mflop']:.0f} MFLOP per update) | {s['sac']['bound_fps']:,.1f} "
-            f"| {s['sac']['fraction_of_bound']:.2f} |",
-            f"| rlplat's 64-unit SAC preset (`algo=sac env=pendulum`) | {fps['rlplat 64-unit preset']:,.0f} | |",
+            f"| {s['sac']['fraction_of_bound']:.2f} | {s['sac']['compiled_fraction_of_bound']:.2f} |",
+            "",
+            "| SAC, Pendulum, rlplat at smaller sizes, 10,000 frames, frames/s | median |",
+            "|---|---:|",
+            f"| 64x64, batch 256, one update per frame | {fps['rlplat 64x64']:,.0f} |",
+            f"| 64x64, batch 256, one update per frame, `trainer.compile=true` | {fps['rlplat 64x64 compiled']:,.0f} |",
+            "| rlplat's SAC preset (`algo=sac env=pendulum`: 32x32, batch 64, an update every other frame) "
+            f"| {fps['rlplat preset']:,.0f} |",
             "",
         ]
     if "target" in s:
