@@ -124,15 +124,13 @@ class ReplayBuffer:
             raise RuntimeError(f"replay buffer holds {self._rows} steps per env, fewer than a sequence of {L}")
         oldest = self._head if self._rows == length else 0
         rows = torch.randint(starts, (self.batch_size,))
+        env = torch.randint(B, (self.batch_size,))
         if oldest:  # the storage has wrapped around: the oldest row is at the head
             rows = (rows + oldest) % length
         if L > 1:
             rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
-        index = rows
-        if B > 1:
-            env = torch.randint(B, (self.batch_size,))
-            index = rows * B + (env.unsqueeze(1) if L > 1 else env)
-        index = index.to(self._storage.device)  # into each leaf's [length * B] rows
+            env = env.unsqueeze(1)
+        index = (rows * B + env).to(self._storage.device)  # into each leaf's [length * B] rows
         if L > 1:
             batch = [leaf[index] for leaf in self._flat]
         else:
