@@ -120,7 +120,9 @@ class Loss(Protocol):
         ``analytic_gradients`` and a method ``gradients(batch)``: the same TensorDict,
         detached, with the gradient of the summed ``loss_*`` terms written into each
         parameter's ``.grad``; the trainer then calls it instead of back-propagating this
-        one's terms (:meth:`rlplat.losses.ppo.PPOLoss.gradients`).
+        one's terms (:meth:`rlplat.losses.ppo.PPOLoss.gradients`,
+        :meth:`rlplat.losses.sac.SACLoss.gradients`). A loss that samples draws the same
+        random numbers in both, from torch's generator.
         """
         ...
 
