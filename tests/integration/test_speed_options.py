@@ -48,22 +48,35 @@ def test_a_bad_target_return_is_one_line(tmp_path, store, bad, message):
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
-def test_a_compiled_update_trains_and_records_the_same_metrics(tmp_path, store):
-    args = ["algo=ppo", "env=pendulum", *TINY, "trainer.compile=true"]
+@pytest.mark.parametrize(
+    "algo,metrics",
+    [
+        ("ppo", ("loss/objective", "loss/critic", "train/grad_norm")),
+        ("sac", ("loss/qvalue", "loss/actor", "loss/alpha", "train/critic/grad_norm")),
+    ],
+)
+def test_a_compiled_update_trains_and_records_the_same_metrics(tmp_path, store, algo, metrics):
+    args = [f"algo={algo}", "env=pendulum", *tiny(algo), "trainer.compile=true"]
     result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
     client, run = _run(store)
     assert run.info.status == "FINISHED" and run.data.params["trainer.compile"] == "True"
-    for metric in ("loss/objective", "loss/critic", "train/grad_norm", "eval/return_mean"):
+    for metric in (*metrics, "eval/return_mean"):
         assert math.isfinite(run.data.metrics[metric]), metric
 
 
-def test_closed_form_and_autograd_ppo_updates_record_the_same_losses(tmp_path, store):
-    """loss.analytic_gradients through the real CLI: one seed, each way; the first log step's
-    losses agree to float rounding (the runs' parameters then drift apart by rounding alone)."""
+@pytest.mark.parametrize(
+    "algo,terms",
+    [("ppo", ("loss/objective", "loss/critic")), ("sac", ("loss/qvalue", "loss/actor", "loss/alpha"))],
+)
+def test_closed_form_and_autograd_updates_record_the_same_losses(tmp_path, store, algo, terms):
+    """loss.analytic_gradients through the real CLI: one seed, each way (SAC drawing the same
+    actions either way); the first log step's losses agree to float rounding (the runs'
+    parameters then drift apart by rounding alone)."""
     first = {}
     for analytic in ("true", "false"):
-        args = ["algo=ppo", "env=pendulum", *TINY, f"loss.analytic_gradients={analytic}", "seed=3"]
+        args = [f"algo={algo}", "env=pendulum", *tiny(algo), f"loss.analytic_gradients={analytic}", "seed=3"]
         result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         client = MlflowClient(tracking_uri=store)
@@ -71,7 +84,7 @@ def test_closed_form_and_autograd_ppo_updates_record_the_same_losses(tmp_path, s
             [client.get_experiment_by_name("rlplat").experiment_id],
             f"params.`loss.analytic_gradients` = '{analytic.capitalize()}'",
         )
-        history = {m: client.get_metric_history(run.info.run_id, m) for m in ("loss/objective", "loss/critic")}
+        history = {m: client.get_metric_history(run.info.run_id, m) for m in terms}
         first[analytic] = {m: min(h, key=lambda x: x.step).value for m, h in history.items()}
     for metric, value in first["true"].items():
         assert value == pytest.approx(first["false"][metric], rel=1e-3, abs=1e-6), metric
