@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # what training needs; then the extras the tests, linters and sweeps on Slurm or Ray need
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool
+DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool,atari
 # the peers of make bench-peers, in a virtualenv of their own, pinned
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
@@ -36,7 +36,7 @@ $(PEERS_VENV)/.installed:
 	$(PEERS_VENV)/bin/pip install --quiet $(PEERS)
 	touch $@
 
-install-dev: $(DEV_STAMP)  ## also the test, lint, video, Slurm, Ray, TensorBoard and EnvPool extras
+install-dev: $(DEV_STAMP)  ## also the test, lint, video, Slurm, Ray, TensorBoard, EnvPool and Atari extras
 
 train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in outputs/mlflow.db
 	$(BIN)/rlplat-train algo=ppo env=pendulum

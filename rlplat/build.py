@@ -183,12 +183,12 @@ def single_env(env_node: Mapping[str, Any]) -> Any:
 
 
 def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
-    """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space."""
+    """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space; a
+    name set to null is left out (a preset cannot delete a key that an algo preset set)."""
     return tuple(
-        TRANSFORMS.build(
-            f"transforms.{name}", {"name": name, **(kwargs or {})}, observation_space, protocol=TransformLike
-        )
+        TRANSFORMS.build(f"transforms.{name}", {"name": name, **kwargs}, observation_space, protocol=TransformLike)
         for name, kwargs in node.items()
+        if kwargs is not None
     )
 
 

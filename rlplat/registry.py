@@ -203,7 +203,7 @@ class Registry:
             raise ConfigError(f"{key} has no 'name'. Valid names: {', '.join(self.names())}.")
         kwargs = {k: v for k, v in node.items() if k != "name"}
         target = self.get(node["name"], key=f"{key}.name" if key != self.kind else key)
-        check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys())
+        check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys(), entry=str(node["name"]))
         built = target(*args, **kwargs, **extra)
         if protocol is not None:
             name = node["name"]
@@ -217,6 +217,7 @@ def check_kwargs(
     kwargs: Mapping[str, Any],
     supplied: int = 0,
     reserved: Iterable[str] = (),
+    entry: str | None = None,
 ) -> None:
     """Check ``kwargs`` against ``target``'s signature, in the user's terms.
 
@@ -226,6 +227,8 @@ def check_kwargs(
         kwargs: Keyword arguments from the config.
         supplied: Number of leading positional parameters rlplat fills in itself.
         reserved: Keyword parameters rlplat fills in itself.
+        entry: The registry name of ``target``, named in the message (e.g. a key that an algo
+            preset set for another network).
 
     Raises:
         ConfigError: naming an unknown key with the valid keys and the closest, or a missing
@@ -239,7 +242,8 @@ def check_kwargs(
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         for name, value in kwargs.items():
             if name not in valid:
-                message = f"{key}.{name}={value!r}: {key} has no key {name!r}. Valid keys: name, {', '.join(valid)}."
+                owner = key if entry is None else f"{key} {entry!r}"
+                message = f"{key}.{name}={value!r}: {owner} has no key {name!r}. Valid keys: name, {', '.join(valid)}."
                 suggestion = closest(name, valid)
                 if suggestion is not None:
                     message += f" Did you mean {suggestion!r}?"

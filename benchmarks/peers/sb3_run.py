@@ -1,12 +1,15 @@
 """Stable-Baselines3 side of ``make bench-peers`` (runs in the peers' virtualenv).
 
-    python benchmarks/peers/sb3_run.py ppo_overhead --seed 0
-    python benchmarks/peers/sb3_run.py sac_overhead --seed 0
+    python benchmarks/peers/sb3_run.py ppo_overhead --seed 0 [--device cuda --frames 20480]
+    python benchmarks/peers/sb3_run.py sac_overhead --seed 0 [--device cuda --frames 3000]
+    python benchmarks/peers/sb3_run.py ppo_atari --seed 0 --device cuda
     python benchmarks/peers/sb3_run.py target:ppo_pendulum --seed 0
     python benchmarks/peers/sb3_run.py small
 
 ``ppo_overhead`` and ``sac_overhead`` train with the settings of :mod:`settings` and report
-frames per second of ``model.learn``. ``target:<name>`` trains with RL-Zoo's tuned
+frames per second of ``model.learn``; ``ppo_atari`` likewise, CNN PPO on Pong with
+Stable-Baselines3's Atari wrappers (``make_atari_env``, 4 stacked frames). ``--device`` and
+``--frames`` set the device and the length (the GPU rows). ``target:<name>`` trains with RL-Zoo's tuned
 hyperparameters for the pair (``rl_zoo3``'s own ExperimentManager reads them from the
 installed package: schedules, normalisation and gSDE as RL-Zoo applies them), evaluates
 every 5,000 frames on 10 deterministic episodes (RL-Zoo's EvalCallback), and stops at the
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from settings import (
     EVAL_EPISODES,
     EVAL_EVERY_FRAMES,
+    PPO_ATARI,
     PPO_OVERHEAD,
     SAC_OVERHEAD,
     TARGETS,
@@ -40,7 +44,7 @@ from settings import (
 )
 
 
-def ppo_overhead(seed: int) -> None:
+def ppo_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -58,16 +62,16 @@ def ppo_overhead(seed: int) -> None:
         learning_rate=s["lr"],
         max_grad_norm=s["max_grad_norm"],
         policy_kwargs={"net_arch": s["hidden"], "activation_fn": torch.nn.Tanh},
-        device="cpu",
+        device=device,
         seed=seed,
         verbose=0,
     )
     start = time.perf_counter()
-    model.learn(total_timesteps=s["frames"])
+    model.learn(total_timesteps=frames or s["frames"])
     report_rate(model.num_timesteps, start)
 
 
-def sac_overhead(seed: int) -> None:
+def sac_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> None:
     import gymnasium
     from stable_baselines3 import SAC
 
@@ -84,12 +88,44 @@ def sac_overhead(seed: int) -> None:
         train_freq=1,
         gradient_steps=1,
         policy_kwargs={"net_arch": s["hidden"]},
-        device="cpu",
+        device=device,
         seed=seed,
         verbose=0,
     )
     start = time.perf_counter()
-    model.learn(total_timesteps=s["frames"])
+    model.learn(total_timesteps=frames or s["frames"])
+    report_rate(model.num_timesteps, start)
+
+
+def ppo_atari(seed: int, device: str = "cpu", frames: int | None = None) -> None:
+    import ale_py
+    import gymnasium
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gymnasium.register_envs(ale_py)
+    s = PPO_ATARI
+    env_kwargs = {"frameskip": 1, "max_num_frames_per_episode": s["max_emulator_frames"]}
+    env = VecFrameStack(make_atari_env(s["env"], n_envs=s["num_envs"], seed=seed, env_kwargs=env_kwargs), 4)
+    model = PPO(
+        "CnnPolicy",
+        env,
+        n_steps=s["steps_per_env"],
+        batch_size=s["minibatch_size"],
+        n_epochs=s["epochs"],
+        gamma=s["gamma"],
+        gae_lambda=s["gae_lambda"],
+        clip_range=s["clip_epsilon"],
+        ent_coef=s["entropy_coef"],
+        learning_rate=s["lr"],
+        max_grad_norm=s["max_grad_norm"],
+        device=device,
+        seed=seed,
+        verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(total_timesteps=frames or s["frames"])
     report_rate(model.num_timesteps, start)
 
 
@@ -157,14 +193,18 @@ def to_target(name: str, seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", help="ppo_overhead, sac_overhead, small or target:<name>")
+    parser.add_argument("task", help="ppo_overhead, sac_overhead, ppo_atari, small or target:<name>")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="torch device of ppo_overhead, sac_overhead, ppo_atari")
+    parser.add_argument("--frames", type=int, default=None, help="frames of those runs; default: the settings'")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     if args.task == "ppo_overhead":
-        ppo_overhead(args.seed)
+        ppo_overhead(args.seed, args.device, args.frames)
     elif args.task == "sac_overhead":
-        sac_overhead(args.seed)
+        sac_overhead(args.seed, args.device, args.frames)
+    elif args.task == "ppo_atari":
+        ppo_atari(args.seed, args.device, args.frames)
     elif args.task == "small":
         small()
     elif args.task.startswith("target:"):

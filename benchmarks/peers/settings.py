@@ -40,6 +40,29 @@ SAC_OVERHEAD = {
     "frames": 10_000,
 }
 
+# CNN PPO on Atari Pong (the GPU rows): Schulman et al. 2017's Atari settings, as rlplat's
+# tuned/ppo_pong.yaml and RL-Zoo's atari.yml have them; games cut at 2,000 emulator frames
+# (500 env steps) on both sides, so that rlplat's closing evaluation of one game stays short.
+PPO_ATARI = {
+    "env": "ALE/Pong-v5",
+    "num_envs": 8,
+    "steps_per_env": 128,
+    "epochs": 4,
+    "minibatch_size": 256,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_epsilon": 0.1,
+    "entropy_coef": 0.01,
+    "lr": 2.5e-4,
+    "max_grad_norm": 0.5,
+    "features": 512,
+    "max_emulator_frames": 2000,
+    "frames": 10_240,
+}
+
+# The GPU rows' lengths: shorter runs of rows 1 and 2's settings (frames/s is a rate).
+CUDA_FRAMES = {"ppo": 20_480, "sac": 3_000, "atari": PPO_ATARI["frames"]}
+
 # Row 3: time to threshold with each library's best preset, evaluated on the same schedule.
 EVAL_EVERY_FRAMES = 5000
 EVAL_EPISODES = 10

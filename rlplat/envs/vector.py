@@ -159,8 +159,11 @@ class VectorEnv:
         return finished
 
     def close(self) -> None:
-        """Close the underlying vector env."""
+        """Close the underlying vector env and let go of its envs, so that native resources
+        (ALE's emulators) are freed now, not at interpreter exit."""
         self.env.close()
+        if isinstance(getattr(self.env, "envs", None), list):
+            self.env.envs.clear()
 
     def state_dict(self) -> dict[str, Any]:
         """The episode accounting and, for ``sync`` vectorization, every env's state as plain

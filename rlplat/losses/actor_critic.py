@@ -87,6 +87,11 @@ class ActorCriticLoss(nn.Module):
         log_prob, entropy = self.agent.log_prob_entropy(batch[keys.OBSERVATION], batch[keys.ACTION])
         return log_prob, entropy, self.advantages(batch)
 
+    def policy_value_terms(self, batch: TensorDict) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`policy_terms` and the ``[N, 1]`` V(s), with gradients; a shared torso runs once."""
+        log_prob, entropy, value = self.agent.log_prob_entropy_value(batch[keys.OBSERVATION], batch[keys.ACTION])
+        return log_prob, entropy, self.advantages(batch), value
+
     def advantages(self, batch: TensorDict) -> Tensor:
         """A minibatch's ``[N]`` advantages, normalised when ``normalize_advantage``."""
         advantage = batch[keys.ADVANTAGE].squeeze(-1)

@@ -99,8 +99,7 @@ class PPOLoss(ActorCriticLoss):
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
         diagnostics ``entropy``, ``approx_kl``, ``clip_fraction``, ``ratio`` (means)."""
-        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
-        value = self.agent.value(batch[keys.OBSERVATION])  # [N, 1]
+        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
         return self._terms(batch, log_prob, entropy, advantage, value).output
 
     def _terms(self, batch: TensorDict, log_prob: Tensor, entropy: Tensor, advantage: Tensor, value: Tensor) -> _Terms:

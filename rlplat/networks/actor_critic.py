@@ -87,6 +87,15 @@ class ActorCritic(nn.Module):
         """``[N]`` log pi(a|s) and ``[N]`` entropy of pi(.|s), with gradients."""
         return self.head.log_prob_entropy(self.actor_torso(observation), action)
 
+    def log_prob_entropy_value(self, observation: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`log_prob_entropy` and :meth:`value` together, with gradients: ``[N]``
+        log pi(a|s), ``[N]`` entropy and ``[N, 1]`` V(s). A shared torso runs once (for a
+        CNN, half the arithmetic of calling both)."""
+        features = self.actor_torso(observation)
+        log_prob, entropy = self.head.log_prob_entropy(features, action)
+        critic = features if self.critic_torso is self.actor_torso else self.critic_torso(observation)
+        return log_prob, entropy, F.linear(critic, self.value_head.weight, self.value_head.bias)
+
     def value(self, observation: Tensor) -> Tensor:
         """``[N, *obs_shape]`` -> ``[N, 1]`` V(s), with gradients."""
         return F.linear(self.critic_torso(observation), self.value_head.weight, self.value_head.bias)

@@ -3,7 +3,7 @@
 A transform maps the observations and rewards of the training and evaluation envs inside
 rlplat's env adapter (:class:`rlplat.envs.vector.VectorEnv`), before the collector sees
 them: running observation normalisation, reward scaling, ... The YAML node ``transforms``
-is an ordered map ``name -> kwargs``; they are applied in that order, and one instance of
+is an ordered map ``name -> kwargs`` (kwargs null: left out); they are applied in that order, and one instance of
 each is shared by the training envs (which update its statistics) and the evaluation envs
 (which do not). Its state is saved with the checkpoint.
 

@@ -1,4 +1,4 @@
-"""Running normalisation of observations and scaling of rewards."""
+"""Running normalisation of observations; scaling and clipping of rewards."""
 
 from __future__ import annotations
 
@@ -147,3 +147,27 @@ class RewardScale(Transform):
             self._discounted[done] = 0.0
         scale = float(np.sqrt(self.stats.var.item() + self.epsilon))
         return (reward / scale).clamp_(-self.clip, self.clip)
+
+
+class RewardClip(Transform):
+    """Clip rewards to ``[-bound, bound]`` (Mnih et al. 2015, for every Atari game alike).
+
+    With the default bound of 1, Atari's integer rewards become their sign. Episode returns
+    reported by rlplat stay the raw ones (transforms apply after they are summed).
+
+    Args:
+        observation_space: Unused; part of the transform constructor interface.
+        bound: The clip bound, > 0.
+
+    Raises:
+        ConfigError: if ``bound`` <= 0.
+    """
+
+    def __init__(self, observation_space: gymnasium.Space, bound: float = 1.0) -> None:
+        super().__init__()
+        if not bound > 0:
+            raise ConfigError(f"transforms.reward_clip.bound={bound!r}: must be > 0")
+        self.bound = float(bound)
+
+    def transform_reward(self, reward: Tensor, done: Tensor, update: bool) -> Tensor:
+        return reward.clamp(-self.bound, self.bound)

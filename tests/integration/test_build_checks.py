@@ -49,7 +49,7 @@ MISMATCHES = [
     ),
     (
         ["algo=ppo", "env=cartpole", "optim.actor.lrr=0.001"],
-        "optim.actor.lrr=0.001: optim.actor has no key 'lrr'",
+        "optim.actor.lrr=0.001: optim.actor 'adam' has no key 'lrr'",
     ),
     (
         ["algo=td3", "env=pendulum", "optim.critic.max_grad_norm=-1"],

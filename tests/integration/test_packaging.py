@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,3 +73,18 @@ def test_wheel_ships_the_config_groups_and_runs_from_them(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith(str(site))
     assert "id: CartPole-v1" in result.stdout and "gamma: 0.98" in result.stdout
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    toml = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    setuptools = toml.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    on_disk = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("rlplat", "hydra_plugins")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert on_disk - listed == set(), "packages missing from [tool.setuptools] packages in pyproject.toml"
+    mapped = setuptools["package-dir"]
+    assert (ROOT / mapped["rlplat.conf"] / "config.yaml").is_file()
+    assert listed - on_disk == set(mapped), "listed packages that are neither on disk nor mapped"

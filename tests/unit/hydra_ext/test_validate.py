@@ -193,7 +193,7 @@ def test_an_env_constructor_that_raises_becomes_one_config_error():
 def test_config_errors_of_the_env_entry_pass_unchanged():
     with pytest.raises(ConfigError, match=r"^env.id='Nope-v0': Environment `Nope` doesn't exist"):
         env_spaces({"name": "gym", "id": "Nope-v0"})
-    with pytest.raises(ConfigError, match="env has no key 'idd'"):
+    with pytest.raises(ConfigError, match="env 'gym' has no key 'idd'"):
         env_spaces({"name": "gym", "idd": "CartPole-v1"})
 
 

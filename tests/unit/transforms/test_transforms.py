@@ -9,7 +9,7 @@ import torch
 
 from rlplat.envs.vector import VectorEnv
 from rlplat.registry import ConfigError
-from rlplat.transforms.normalize import ObservationNorm, RewardScale, RunningMeanStd
+from rlplat.transforms.normalize import ObservationNorm, RewardClip, RewardScale, RunningMeanStd
 
 BOX = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
 
@@ -79,3 +79,19 @@ def test_reward_scale_divides_by_std_of_discounted_return_and_resets_at_episode_
 def test_bad_transform_arguments(kwargs, key):
     with pytest.raises(ConfigError, match=key):
         ObservationNorm(BOX, **kwargs)
+
+
+def test_reward_clip_bounds_rewards_and_rejects_a_bound_not_above_zero():
+    clip = RewardClip(BOX)
+    done = torch.zeros(3, 1, dtype=torch.bool)
+    rewards = torch.tensor([[-4.0], [0.5], [21.0]])
+    torch.testing.assert_close(clip.transform_reward(rewards, done, update=True), torch.tensor([[-1.0], [0.5], [1.0]]))
+    with pytest.raises(ConfigError, match="transforms.reward_clip.bound=0"):
+        RewardClip(BOX, bound=0)
+
+
+def test_a_transform_set_to_null_is_left_out():
+    from rlplat.build import build_transforms
+
+    built = build_transforms({"obs_norm": None, "reward_clip": {"bound": 2.0}}, BOX)
+    assert [type(t) for t in built] == [RewardClip]
