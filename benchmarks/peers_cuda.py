@@ -11,7 +11,7 @@ medians, ratios of the same repetition with a 95% bootstrap interval). Rows:
    frames: rlplat on the GPU and on one CPU thread of the same machine, Stable-Baselines3 on
    the GPU.
 2. ``sac``: row 2's identical settings (256 x 256, batch 256, one update per frame),
-   ``CUDA_FRAMES["sac"]`` frames: the same three, and rlplat compiled on the GPU.
+   ``CUDA_FRAMES["sac"]`` frames: the same three.
 3. ``atari``: CNN PPO on Pong (``settings.PPO_ATARI``: 8 envs x 128 steps, 4 epochs of 256,
    Mnih et al.'s CNN shared by policy and value): rlplat and Stable-Baselines3 on the GPU.
 
@@ -70,8 +70,9 @@ def atari_overrides() -> list[str]:
     ]
 
 
-def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path) -> dict[str, Any]:
-    """Run the rows; returns frames per second, run by run."""
+def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path, partial: Path) -> dict[str, Any]:
+    """Run the rows; returns frames per second, run by run (written to ``partial`` after each
+    repetition, so that a run cut short keeps what it measured)."""
     rlplat = Rlplat(folder)
 
     def sb3(task: str, rep: int, frames: int) -> float:
@@ -80,7 +81,7 @@ def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path
 
     runs_of: dict[str, dict[str, list[float]]] = {
         "ppo": {"rlplat cuda": [], "rlplat cpu": [], "sb3 cuda": []},
-        "sac": {"rlplat cuda": [], "rlplat cuda compiled": [], "rlplat cpu": [], "sb3 cuda": []},
+        "sac": {"rlplat cuda": [], "rlplat cpu": [], "sb3 cuda": []},
         "atari": {"rlplat cuda": [], "sb3 cuda": []},
     }
     base = {
@@ -94,13 +95,11 @@ def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path
             runs = runs_of[row]
             overrides = [*base[row], f"seed={rep}"]
             runs["rlplat cuda"].append(rlplat.train([*overrides, "trainer.device=cuda"])["time/fps"])
-            if "rlplat cuda compiled" in runs:
-                compiled = [*overrides, "trainer.device=cuda", "trainer.compile=true"]
-                runs["rlplat cuda compiled"].append(rlplat.train(compiled)["time/fps"])
             if "rlplat cpu" in runs:
                 runs["rlplat cpu"].append(rlplat.train([*overrides, "trainer.device=cpu"])["time/fps"])
             runs["sb3 cuda"].append(sb3(task[row], rep, CUDA_FRAMES[row]))
             print(f"{row} {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
+        partial.write_text(json.dumps({row: runs_of[row] for row in rows}) + "\n")
     return {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
 
 
@@ -140,7 +139,6 @@ def summarize(measured: dict[str, Any]) -> dict[str, Any]:
 
 LABELS = {
     "rlplat cuda": "rlplat, `trainer.device=cuda`",
-    "rlplat cuda compiled": "rlplat, `trainer.device=cuda trainer.compile=true`",
     "rlplat cpu": "rlplat, `trainer.device=cpu` (one thread of the same machine)",
     "sb3 cuda": 'Stable-Baselines3, `device="cuda"`',
 }
@@ -192,13 +190,18 @@ def main() -> int:
     parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers_cuda.json")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
+    parser.add_argument("--render-only", action="store_true", help="rewrite the README's section from --out")
     args = parser.parse_args()
+    if args.render_only:
+        write_readme(render(json.loads(args.out.read_text())), ROOT / "README.md")
+        return 0
     import torch
 
     if not torch.cuda.is_available():
         parser.error("no CUDA device here: these rows need an NVIDIA GPU and a CUDA build of torch")
     with tempfile.TemporaryDirectory(prefix="bench-peers-cuda-") as folder:
-        measured = measure(tuple(args.rows), args.repeats, args.peers_python, Path(folder))
+        partial = args.out.with_suffix(".partial.json")
+        measured = measure(tuple(args.rows), args.repeats, args.peers_python, Path(folder), partial)
     results = {"machine": machine(), "repeats": args.repeats, "measured": measured}
     results["summary"] = summarize(measured)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
