@@ -12,7 +12,7 @@ DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool,atari
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
 
-.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps bench-peers docs-images clean
+.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ bench-sweeps: $(DEV_STAMP)  ## start-up cost per run, and a 4-job sweep serial v
 
 bench-peers: $(VENV)/.installed-envpool $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, README
 	$(BIN)/python benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python
+
+bench-peers-cuda: $(DEV_STAMP) $(PEERS_VENV)/.installed  ## the GPU rows (a CUDA build of torch: TORCH=...): writes benchmarks/peers_cuda.json, README
+	$(PEERS_VENV)/bin/pip install --quiet ale-py opencv-python-headless
+	$(BIN)/python benchmarks/peers_cuda.py --peers-python $(PEERS_VENV)/bin/python
 
 docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)
 	RLPLAT_SCREENSHOT=$(CURDIR)/docs/images/mlflow_parent_run.png $(BIN)/pytest -q -rs tests/integration/test_mlflow_ui.py

@@ -3,6 +3,7 @@ beside Stable-Baselines3 with ``device="cuda"``, on a machine with an NVIDIA GPU
 
     make bench-peers-cuda                       # writes benchmarks/peers_cuda.json and its README section
     python benchmarks/peers_cuda.py --peers-python python3 --repeats 3
+    python benchmarks/peers_cuda.py --from-partial benchmarks/peers_cuda.partial.json  # a run cut short
 
 Runs as ``benchmarks/peers.py`` runs its rows (fresh processes, the libraries in turn,
 medians, ratios of the same repetition with a 95% bootstrap interval). Rows:
@@ -99,7 +100,8 @@ def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path
                 runs["rlplat cpu"].append(rlplat.train([*overrides, "trainer.device=cpu"])["time/fps"])
             runs["sb3 cuda"].append(sb3(task[row], rep, CUDA_FRAMES[row]))
             print(f"{row} {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
-        partial.write_text(json.dumps({row: runs_of[row] for row in rows}) + "\n")
+        measured = {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
+        partial.write_text(json.dumps({"machine": machine(), "repeats": rep + 1, "measured": measured}) + "\n")
     return {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
 
 
@@ -191,9 +193,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers_cuda.json")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
     parser.add_argument("--render-only", action="store_true", help="rewrite the README's section from --out")
+    parser.add_argument(
+        "--from-partial", type=Path, help="write --out and the README from the repetitions a cut-short run completed"
+    )
     args = parser.parse_args()
     if args.render_only:
         write_readme(render(json.loads(args.out.read_text())), ROOT / "README.md")
+        return 0
+    if args.from_partial is not None:
+        results = json.loads(args.from_partial.read_text())
+        results["summary"] = summarize(results["measured"])
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        write_readme(render(results), ROOT / "README.md")
         return 0
     import torch
 

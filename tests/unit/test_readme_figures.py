@@ -1,5 +1,6 @@
 """The README's benchmark figures are the ones the benchmarks wrote: the speed comparison is
-rendered from benchmarks/peers.json (make bench-peers), the results table is
+rendered from benchmarks/peers.json (make bench-peers) and its GPU rows from
+benchmarks/peers_cuda.json (make bench-peers-cuda), the results table is
 benchmarks/results.md (make bench-learning)."""
 
 from __future__ import annotations
@@ -31,3 +32,14 @@ def test_the_speed_section_is_rendered_from_the_peers_benchmark_file():
 def test_the_results_table_is_the_learning_benchmarks_file():
     table = (ROOT / "benchmarks" / "results.md").read_text()
     assert _section("<!-- results: benchmarks/results.md -->", "<!-- end results -->") == "\n" + table
+
+
+def test_the_gpu_section_is_rendered_from_the_gpu_benchmark_file():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import peers_cuda
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    results = json.loads((ROOT / "benchmarks" / "peers_cuda.json").read_text())
+    assert _section(peers_cuda.README_START, peers_cuda.README_END) == "\n" + peers_cuda.render(results)
+    assert set(results["measured"]) == set(peers_cuda.ROWS) and results["machine"]["gpu"]
