@@ -81,9 +81,10 @@ def make_atari(
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every env made
     gymnasium.register_envs(ale_py)
     try:
-        creator = gymnasium.envs.registration.load_env_creator(gymnasium.spec(id).entry_point)
+        entry_point = gymnasium.spec(id).entry_point
     except gymnasium.error.Error as error:
         raise ConfigError(f"env.id={id!r}: {error}; ALE ids look like 'ALE/Pong-v5'") from error
+    creator = gymnasium.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
     if not (isinstance(creator, type) and issubclass(creator, ale_py.AtariEnv)):
         raise ConfigError(f"env.id={id!r} is no Atari game; ALE ids look like 'ALE/Pong-v5'")
     options = {**dict(kwargs or {}), "frameskip": 1, "repeat_action_probability": repeat_action_probability}

@@ -80,7 +80,8 @@ class NatureCNN(nn.Module):
             for module in self.layers:
                 if isinstance(module, nn.Conv2d | nn.Linear):
                     nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
-                    nn.init.zeros_(module.bias)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
 
     def forward(self, observation: Tensor) -> Tensor:
         """``[N, C, H, W]`` float32 -> ``[N, out_features]`` float32."""
