@@ -176,18 +176,15 @@ def ratio_summary(ours: Sequence[float], theirs: Sequence[float], higher_is_bett
     return {"pairs": pairs.tolist(), "median": float(np.median(pairs)), "low": low, "high": high}
 
 
-def _ppo_overrides() -> list[str]:
-    s = PPO_OVERHEAD
+def ppo_overrides(s: dict[str, Any]) -> list[str]:
+    """``rlplat-train`` overrides of the keys every PPO settings dict has (``settings.PPO_*``):
+    rollout shape, epochs, minibatch, GAE, clip, learning rate (constant), gradient clip and
+    length, with one closing evaluation of one episode and no periodic checkpoint."""
     return [
-        "algo=ppo",
-        "env=pendulum",
-        "~transforms.obs_norm",  # the peers' runs do not normalise observations
         f"collector.num_envs={s['num_envs']}",
         f"collector.steps_per_env={s['steps_per_env']}",
         f"buffer.epochs={s['epochs']}",
         f"buffer.minibatch_size={s['minibatch_size']}",
-        f"network.hidden_sizes=[{s['hidden'][0]}]",
-        f"loss.features={s['hidden'][1]}",
         f"loss.gamma={s['gamma']}",
         f"loss.gae_lambda={s['gae_lambda']}",
         f"loss.clip_epsilon={s['clip_epsilon']}",
@@ -198,6 +195,18 @@ def _ppo_overrides() -> list[str]:
         "trainer.eval_every_frames=0",
         "trainer.eval_episodes=1",
         "checkpoint.every_frames=0",
+    ]
+
+
+def _ppo_overrides() -> list[str]:
+    s = PPO_OVERHEAD
+    return [
+        "algo=ppo",
+        "env=pendulum",
+        "~transforms.obs_norm",  # the peers' runs do not normalise observations
+        f"network.hidden_sizes=[{s['hidden'][0]}]",
+        f"loss.features={s['hidden'][1]}",
+        *ppo_overrides(s),
     ]
 
 
@@ -569,12 +578,12 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(section: str, readme: Path) -> None:
-    """Replace the section between the README's peers markers."""
+def write_readme(section: str, readme: Path, start: str = README_START, end: str = README_END) -> None:
+    """Replace the section between the README's markers ``start`` and ``end``."""
     text = readme.read_text()
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{section}{README_END}{tail}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(f"{head}{start}\n{section}{end}{tail}")
 
 
 def main() -> int:

@@ -36,7 +36,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from peers import PEERS, Rlplat, _interval, _ppo_overrides, _sac_overrides, ratio_summary, run  # noqa: E402
+import peers  # noqa: E402
+from peers import PEERS, Rlplat, _interval, _ppo_overrides, _sac_overrides, ppo_overrides, ratio_summary, run  # noqa: E402
 from settings import CUDA_FRAMES, PPO_ATARI  # noqa: E402
 
 README_START = "<!-- peers-cuda: benchmarks/peers_cuda.json -->"
@@ -51,23 +52,10 @@ def atari_overrides() -> list[str]:
         "algo=ppo",
         "env=pong",
         f"env.kwargs={{max_num_frames_per_episode:{s['max_emulator_frames']}}}",
-        f"collector.num_envs={s['num_envs']}",
-        f"collector.steps_per_env={s['steps_per_env']}",
-        f"buffer.epochs={s['epochs']}",
-        f"buffer.minibatch_size={s['minibatch_size']}",
-        f"loss.gamma={s['gamma']}",
-        f"loss.gae_lambda={s['gae_lambda']}",
-        f"loss.clip_epsilon={s['clip_epsilon']}",
         "loss.value_clip=null",  # Stable-Baselines3's default: no value clipping
         f"loss.entropy_coef={s['entropy_coef']}",
         f"loss.features={s['features']}",
-        f"optim.lr={s['lr']}",
-        f"optim.max_grad_norm={s['max_grad_norm']}",
-        "trainer.lr_schedule=constant",
-        f"trainer.total_frames={s['frames']}",
-        "trainer.eval_every_frames=0",
-        "trainer.eval_episodes=1",
-        "checkpoint.every_frames=0",
+        *ppo_overrides(s),
     ]
 
 
@@ -179,10 +167,7 @@ def render(results: dict[str, Any]) -> str:
 
 def write_readme(section: str, readme: Path) -> None:
     """Replace the section between the README's peers-cuda markers."""
-    text = readme.read_text()
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{section}{README_END}{tail}")
+    peers.write_readme(section, readme, README_START, README_END)
 
 
 def main() -> int:

@@ -44,14 +44,12 @@ from settings import (
 )
 
 
-def ppo_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> None:
+def _train_ppo(policy: str, env: object, s: dict, seed: int, device: str, frames: int | None, **extra: object) -> None:
+    """PPO with the settings ``s`` (and ``extra`` keyword arguments) on ``env``; reports its rate."""
     from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
 
-    s = PPO_OVERHEAD
-    env = make_vec_env(s["env"], n_envs=s["num_envs"], seed=seed)
     model = PPO(
-        "MlpPolicy",
+        policy,
         env,
         n_steps=s["steps_per_env"],
         batch_size=s["minibatch_size"],
@@ -61,14 +59,23 @@ def ppo_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> N
         clip_range=s["clip_epsilon"],
         learning_rate=s["lr"],
         max_grad_norm=s["max_grad_norm"],
-        policy_kwargs={"net_arch": s["hidden"], "activation_fn": torch.nn.Tanh},
         device=device,
         seed=seed,
         verbose=0,
+        **extra,
     )
     start = time.perf_counter()
     model.learn(total_timesteps=frames or s["frames"])
     report_rate(model.num_timesteps, start)
+
+
+def ppo_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> None:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    s = PPO_OVERHEAD
+    env = make_vec_env(s["env"], n_envs=s["num_envs"], seed=seed)
+    policy_kwargs = {"net_arch": s["hidden"], "activation_fn": torch.nn.Tanh}
+    _train_ppo("MlpPolicy", env, s, seed, device, frames, policy_kwargs=policy_kwargs)
 
 
 def sac_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> None:
@@ -100,7 +107,6 @@ def sac_overhead(seed: int, device: str = "cpu", frames: int | None = None) -> N
 def ppo_atari(seed: int, device: str = "cpu", frames: int | None = None) -> None:
     import ale_py
     import gymnasium
-    from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
@@ -108,25 +114,7 @@ def ppo_atari(seed: int, device: str = "cpu", frames: int | None = None) -> None
     s = PPO_ATARI
     env_kwargs = {"frameskip": 1, "max_num_frames_per_episode": s["max_emulator_frames"]}
     env = VecFrameStack(make_atari_env(s["env"], n_envs=s["num_envs"], seed=seed, env_kwargs=env_kwargs), 4)
-    model = PPO(
-        "CnnPolicy",
-        env,
-        n_steps=s["steps_per_env"],
-        batch_size=s["minibatch_size"],
-        n_epochs=s["epochs"],
-        gamma=s["gamma"],
-        gae_lambda=s["gae_lambda"],
-        clip_range=s["clip_epsilon"],
-        ent_coef=s["entropy_coef"],
-        learning_rate=s["lr"],
-        max_grad_norm=s["max_grad_norm"],
-        device=device,
-        seed=seed,
-        verbose=0,
-    )
-    start = time.perf_counter()
-    model.learn(total_timesteps=frames or s["frames"])
-    report_rate(model.num_timesteps, start)
+    _train_ppo("CnnPolicy", env, s, seed, device, frames, ent_coef=s["entropy_coef"])
 
 
 def small() -> None:
