@@ -143,7 +143,8 @@ def render(results: dict[str, Any]) -> str:
     """The README section for ``results`` (the content of benchmarks/peers_cuda.json)."""
     m, s = results["machine"], results["summary"]
     lines = [
-        f"Measured by `benchmarks/peers_cuda.py` (`make bench-peers-cuda`) on {m['date']}: {m['gpu']}, {m['cpu']} ({m['cores']} cores), "
+        f"Measured by `benchmarks/peers_cuda.py` (`make bench-peers-cuda`) on {m['date']}: {m['gpu']}, "
+        f"{m['cpu']} ({m['cores']} cores), "
         f"Python {m['python']}, torch {m['torch']} on {m['torch_threads']} CPU thread, Stable-Baselines3 "
         f"{m['stable-baselines3']}. {results['repeats']} repetitions, interleaved; medians, and ratios to "
         "Stable-Baselines3 on the GPU as the median of the repetitions' ratios with a 95% bootstrap interval. "
