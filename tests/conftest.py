@@ -57,6 +57,10 @@ TINY_OFF_POLICY = [
 
 OFF_POLICY = ("dqn", "ddpg", "td3", "sac")
 
+FRAME_ENVS = ("pong",)
+"""Env presets of image frames: on-policy algorithms only, until replay stores frames as uint8;
+an off-policy preset's MLP keys stop the build naming the CNN's keys."""
+
 
 def tiny(algo: str) -> list[str]:
     """The tiny-budget overrides for ``algo``."""

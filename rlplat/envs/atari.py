@@ -31,13 +31,10 @@ def make_atari(
     through deep reinforcement learning", and the evaluation protocol of Machado et al. (2018),
     "Revisiting the Arcade Learning Environment".
 
-    The emulator runs every frame (``frameskip=1``); gymnasium's ``AtariPreprocessing`` then
-    repeats each action ``frame_skip`` frames, takes the max over the last two (flicker),
-    converts to grayscale and resizes to ``screen_size`` squared, after up to ``noop_max``
-    no-op actions at reset; ``FrameStackObservation`` stacks the last ``frame_stack`` frames.
-    Sticky actions (``repeat_action_probability``) are the emulator's own. One env step is
-    ``frame_skip`` emulator frames; rlplat counts env steps as frames, as Stable-Baselines3
-    counts timesteps.
+    gymnasium's ``AtariPreprocessing`` repeats each action ``frame_skip`` emulator frames,
+    max-pools the last two, converts to grayscale and resizes, after up to ``noop_max`` no-ops
+    at reset; ``FrameStackObservation`` stacks frames. One env step (one rlplat frame, as one
+    Stable-Baselines3 timestep) is ``frame_skip`` emulator frames.
 
     Args:
         id: An ALE id of gymnasium's registry, e.g. ``"ALE/Pong-v5"`` or ``"ALE/Breakout-v5"``.
@@ -51,10 +48,8 @@ def make_atari(
             et al. advise against it.
         max_episode_steps: Time limit in env steps (of ``frame_skip`` frames each); None
             keeps the game's own (108,000 emulator frames for ``-v5`` ids).
-        kwargs: Further keyword arguments of ale-py's ``AtariEnv`` (e.g. ``mode``,
-            ``difficulty``, ``full_action_space``).
-        render_mode: Gymnasium's render mode; videos set ``"rgb_array"`` (the full-size
-            colour screen).
+        kwargs: Further keyword arguments of ale-py's ``AtariEnv`` (``mode``, ``difficulty``, ...).
+        render_mode: Gymnasium's render mode; videos set ``"rgb_array"`` (the colour screen).
 
     Returns:
         One ``gymnasium.Env`` with observations ``Box(0, 255, (frame_stack, screen_size,
@@ -65,6 +60,32 @@ def make_atari(
         ConfigError: when ale-py or OpenCV is not installed, ``id`` is no ALE game, or a
             value is out of range, naming the ``env.<key>``.
     """
+    _check_values(frame_skip, screen_size, frame_stack, noop_max, repeat_action_probability, max_episode_steps)
+    env = _ale_env(id, repeat_action_probability, kwargs, render_mode)
+    env = gymnasium.wrappers.AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=screen_size,
+        terminal_on_life_loss=terminal_on_life_loss,
+        grayscale_obs=True,
+        scale_obs=False,
+    )
+    env = gymnasium.wrappers.FrameStackObservation(env, frame_stack)
+    if max_episode_steps is not None:
+        env = gymnasium.wrappers.TimeLimit(env, max_episode_steps)
+    return env
+
+
+def _check_values(
+    frame_skip: int,
+    screen_size: int,
+    frame_stack: int,
+    noop_max: int,
+    repeat_action_probability: float,
+    max_episode_steps: int | None,
+) -> None:
+    """Raise ConfigError naming the first ``env.<key>`` out of its range."""
     for key, value, low in (("frame_skip", frame_skip, 1), ("screen_size", screen_size, 1),
                             ("frame_stack", frame_stack, 1), ("noop_max", noop_max, 0)):  # fmt: skip
         if not isinstance(value, int) or value < low:
@@ -73,6 +94,17 @@ def make_atari(
         raise ConfigError(f"env.repeat_action_probability={repeat_action_probability!r}: must be in [0, 1]")
     if max_episode_steps is not None and max_episode_steps < 1:
         raise ConfigError(f"env.max_episode_steps={max_episode_steps!r}: must be >= 1, or null for the game's own")
+
+
+def _ale_env(
+    id: str, repeat_action_probability: float, kwargs: dict[str, Any] | None, render_mode: str | None
+) -> gymnasium.Env:
+    """The emulator of game ``id``, one frame per step (``frameskip=1``), sticky actions.
+
+    Raises:
+        ConfigError: when ale-py or OpenCV is missing, ``id`` is no ALE game, or ale-py
+            rejects ``kwargs``.
+    """
     try:
         import ale_py
         import cv2  # noqa: F401  # AtariPreprocessing's resizing; checked here to name the extra
@@ -92,16 +124,4 @@ def make_atari(
         env = gymnasium.make(id, render_mode=render_mode, **options)
     except TypeError as error:
         raise ConfigError(f"env.kwargs={dict(kwargs or {})!r} rejected by {id!r}: {error}") from error
-    env = gymnasium.wrappers.AtariPreprocessing(
-        env,
-        noop_max=noop_max,
-        frame_skip=frame_skip,
-        screen_size=screen_size,
-        terminal_on_life_loss=terminal_on_life_loss,
-        grayscale_obs=True,
-        scale_obs=False,
-    )
-    env = gymnasium.wrappers.FrameStackObservation(env, frame_stack)
-    if max_episode_steps is not None:
-        env = gymnasium.wrappers.TimeLimit(env, max_episode_steps)
     return env

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import OFF_POLICY, TINY, cli
+from conftest import FRAME_ENVS, OFF_POLICY, TINY, cli
 from mlflow import MlflowClient
 
 
@@ -125,11 +125,6 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
     [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
     assert run.info.status == "FAILED"
     assert run.data.tags["env"] == "exploding" and run.data.params["env.name"] == "exploding"
-
-
-FRAME_ENVS = {"pong"}
-"""Env presets of image frames: on-policy algorithms only, until replay stores frames as uint8
-(tests/integration/test_atari_cli.py checks the message for the others)."""
 
 
 def compatible_pairs():
