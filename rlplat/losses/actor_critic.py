@@ -81,14 +81,10 @@ class ActorCriticLoss(nn.Module):
         self.entropy_coef = entropy_coef
         self.value_coef = value_coef
 
-    def policy_terms(self, batch: TensorDict) -> tuple[Tensor, Tensor, Tensor]:
-        """A minibatch's ``[N]`` log pi(a|s) and entropy (with gradients) and its ``[N]``
-        advantages, normalised when ``normalize_advantage``."""
-        log_prob, entropy = self.agent.log_prob_entropy(batch[keys.OBSERVATION], batch[keys.ACTION])
-        return log_prob, entropy, self.advantages(batch)
-
     def policy_value_terms(self, batch: TensorDict) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """:meth:`policy_terms` and the ``[N, 1]`` V(s), with gradients; a shared torso runs once."""
+        """A minibatch's ``[N]`` log pi(a|s), ``[N]`` entropy and ``[N, 1]`` V(s) (with
+        gradients; a shared torso runs once) and its ``[N]`` advantages, normalised when
+        ``normalize_advantage``: ``(log_prob, entropy, advantage, value)``."""
         log_prob, entropy, value = self.agent.log_prob_entropy_value(batch[keys.OBSERVATION], batch[keys.ACTION])
         return log_prob, entropy, self.advantages(batch), value
 

@@ -111,13 +111,12 @@ class PPOKLLoss(ActorCriticLoss):
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,
         ``loss_entropy``; diagnostics ``kl``, ``kl_beta``, ``entropy``."""
-        observation = batch[keys.OBSERVATION]
-        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
+        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
         kl = kl_estimate(log_ratio, ratio).mean()
         pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
-        v_loss = 0.5 * F.mse_loss(self.agent.value(observation), batch[keys.VALUE_TARGET])
+        v_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])
         loss_entropy, entropy = self.entropy_terms(entropy)
         return TensorDict(
             {

@@ -85,10 +85,9 @@ class ReinforceLoss(ActorCriticLoss):
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` batch -> ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``."""
-        observation = batch[keys.OBSERVATION]
-        log_prob, entropy, advantage = self.policy_terms(batch)  # [N] each
+        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
         pg_loss = -(log_prob * advantage).mean()
-        baseline_loss = 0.5 * F.mse_loss(self.agent.value(observation), batch[keys.VALUE_TARGET])
+        baseline_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])
         loss_entropy, entropy = self.entropy_terms(entropy)
         return TensorDict(
             {
