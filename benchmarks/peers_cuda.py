@@ -3,10 +3,12 @@ beside Stable-Baselines3 with ``device="cuda"``, on a machine with an NVIDIA GPU
 
     make bench-peers-cuda                       # writes benchmarks/peers_cuda.json and its README section
     python benchmarks/peers_cuda.py --peers-python python3 --repeats 3
-    python benchmarks/peers_cuda.py --from-partial benchmarks/peers_cuda.partial.json  # a run cut short
+    python benchmarks/peers_cuda.py --render-only  # the README's section from the results file
 
 Runs as ``benchmarks/peers.py`` runs its rows (fresh processes, the libraries in turn,
-medians, ratios of the same repetition with a 95% bootstrap interval). Rows:
+medians, ratios of the same repetition with a 95% bootstrap interval), rewriting the
+results file after each repetition, so that a run cut short keeps the repetitions it
+completed (``--render-only`` then writes the README's section from them). Rows:
 
 1. ``ppo``: row 1's identical settings (``settings.PPO_OVERHEAD``), ``CUDA_FRAMES["ppo"]``
    frames: rlplat on the GPU and on one CPU thread of the same machine, Stable-Baselines3 on
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +62,8 @@ def atari_overrides() -> list[str]:
     ]
 
 
-def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path, partial: Path) -> dict[str, Any]:
-    """Run the rows; returns frames per second, run by run (written to ``partial`` after each
-    repetition, so that a run cut short keeps what it measured)."""
+def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path) -> Iterator[dict[str, Any]]:
+    """Run the rows; yields frames per second, run by run, after each repetition."""
     rlplat = Rlplat(folder)
 
     def sb3(task: str, rep: int, frames: int) -> float:
@@ -88,9 +90,7 @@ def measure(rows: tuple[str, ...], repeats: int, peers_python: str, folder: Path
                 runs["rlplat cpu"].append(rlplat.train([*overrides, "trainer.device=cpu"])["time/fps"])
             runs["sb3 cuda"].append(sb3(task[row], rep, CUDA_FRAMES[row]))
             print(f"{row} {rep}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in runs.items()), flush=True)
-        measured = {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
-        partial.write_text(json.dumps({"machine": machine(), "repeats": rep + 1, "measured": measured}) + "\n")
-    return {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
+        yield {row: {"frames": CUDA_FRAMES[row], "fps": runs_of[row]} for row in rows}
 
 
 def machine() -> dict[str, Any]:
@@ -166,11 +166,6 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(section: str, readme: Path) -> None:
-    """Replace the section between the README's peers-cuda markers."""
-    peers.write_readme(section, readme, README_START, README_END)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", nargs="*", choices=ROWS, default=list(ROWS))
@@ -178,35 +173,23 @@ def main() -> int:
     parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers_cuda.json")
     parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
-    parser.add_argument("--render-only", action="store_true", help="rewrite the README's section from --out")
-    parser.add_argument(
-        "--from-partial", type=Path, help="write --out and the README from the repetitions a cut-short run completed"
-    )
+    parser.add_argument("--render-only", action="store_true", help="measure nothing: the README's section from --out")
     args = parser.parse_args()
-    if args.render_only:
-        write_readme(render(json.loads(args.out.read_text())), ROOT / "README.md")
-        return 0
-    if args.from_partial is not None:
-        results = json.loads(args.from_partial.read_text())
-        results["summary"] = summarize(results["measured"])
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
-        write_readme(render(results), ROOT / "README.md")
-        return 0
-    import torch
+    if not args.render_only:
+        import torch
 
-    if not torch.cuda.is_available():
-        parser.error("no CUDA device here: these rows need an NVIDIA GPU and a CUDA build of torch")
-    with tempfile.TemporaryDirectory(prefix="bench-peers-cuda-") as folder:
-        partial = args.out.with_suffix(".partial.json")
-        measured = measure(tuple(args.rows), args.repeats, args.peers_python, Path(folder), partial)
-    results = {"machine": machine(), "repeats": args.repeats, "measured": measured}
-    results["summary"] = summarize(measured)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    section = render(results)
+        if not torch.cuda.is_available():
+            parser.error("no CUDA device here: these rows need an NVIDIA GPU and a CUDA build of torch")
+        results: dict[str, Any] = {"machine": machine()}
+        with tempfile.TemporaryDirectory(prefix="bench-peers-cuda-") as folder:
+            for done, measured in enumerate(measure(tuple(args.rows), args.repeats, args.peers_python, Path(folder))):
+                results.update(repeats=done + 1, measured=measured, summary=summarize(measured))
+                args.out.write_text(json.dumps(results, indent=1) + "\n")  # a run cut short keeps what it measured
+        print(f"wrote {args.out}")
+    section = render(json.loads(args.out.read_text()))
     print(section)
     if not args.no_readme:
-        write_readme(section, ROOT / "README.md")
-    print(f"wrote {args.out}")
+        peers.write_readme(section, ROOT / "README.md", README_START, README_END)
     return 0
 
 
