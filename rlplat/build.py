@@ -28,6 +28,7 @@ import gymnasium
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from threadpoolctl import threadpool_limits
 
 from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
@@ -109,6 +110,9 @@ def build(cfg: DictConfig) -> Build:
     checkpoint = CheckpointConfig.from_node(config["checkpoint"])
     seed = check_seed(config["seed"])
     torch.set_num_threads(trainer.num_threads)
+    # numpy's BLAS too (policies act in numpy on the CPU): its own pool would otherwise use
+    # every core, its idle threads spinning on the ones torch leaves free
+    threadpool_limits(trainer.num_threads, user_api="blas")
     device = resolve_device(trainer.device)
     seed_everything(seed)
 

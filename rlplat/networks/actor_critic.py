@@ -70,10 +70,28 @@ class ActorCritic(nn.Module):
 
     def act_function(self, deterministic: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
         """:meth:`act` with ``deterministic`` bound, for a stretch of steps over which the
-        parameters do not change (see :func:`rlplat.collectors.base.act_function`): the
-        torso's ``forward_function()`` when it has one (:class:`rlplat.networks.mlp.MLP`),
-        the head's :meth:`act_function`. Same values and random draws as :meth:`act`, which
-        calls it."""
+        parameters do not change (see :func:`rlplat.collectors.base.act_function`); :meth:`act`
+        calls it, so both return the same values from the same random draws.
+
+        On the CPU, with an :class:`rlplat.networks.mlp.MLP` torso (tanh or ReLU), it computes
+        in numpy (the torso's ``numpy_forward_function()``, the head's
+        ``numpy_act_function``), drawing its random numbers from torch as the torch path
+        does: at one env step's batch a small network's forward pass is a dozen operations of
+        a few microseconds' overhead each, numpy's a third of torch's (with envs stepped in
+        between, whose code evicts torch's from the CPU's caches, torch's policy took 70-95 us
+        a step for 16 Pendulum or CartPole envs, numpy's 15-40). Elsewhere, in torch: the
+        torso's ``forward_function()`` when it has one, the head's :meth:`act_function`.
+        """
+        numpy_forward = getattr(self.actor_torso, "numpy_forward_function", None)
+        numpy_features = None if numpy_forward is None else numpy_forward()
+        numpy_head = None if numpy_features is None else self.head.numpy_act_function(deterministic)
+        if numpy_features is not None and numpy_head is not None:
+            on_arrays, from_arrays = numpy_head, numpy_features
+
+            def act_in_numpy(observation: Tensor) -> tuple[Tensor, Tensor]:
+                return on_arrays(from_arrays(observation.numpy()))
+
+            return act_in_numpy
         forward_function = getattr(self.actor_torso, "forward_function", None)
         features = self.actor_torso if forward_function is None else forward_function()
         head = self.head.act_function(deterministic)

@@ -4,15 +4,17 @@ tanh-squashed Gaussian (SAC)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.backward import linear_backward, weight_and_bias
-from rlplat.networks.mlp import MLP
+from rlplat.networks.mlp import MLP, numpy_linear
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _LOG_PROB_CONSTANT = 2.0 * math.log(2.0) + 0.5 * math.log(2.0 * math.pi)  # per action dim
@@ -62,6 +64,46 @@ class SquashedGaussianActor(nn.Module):
             noise = torch.randn_like(mean)
         u = mean + noise * log_std.exp()
         return torch.tanh(u), squashed_gaussian_log_prob(u, log_std, noise)
+
+    def numpy_act_function(self, deterministic: bool = False) -> Callable[[np.ndarray], tuple[Tensor, Tensor]] | None:
+        """:meth:`forward` (without ``noise``) for acting on the CPU, computed in numpy but for
+        the noise, drawn as :meth:`forward` draws it (``torch.randn`` of the mean's shape):
+        the same random numbers, and the same values to float32 rounding. At one env step's
+        batch numpy's operations cost a fraction of torch's (see
+        :meth:`rlplat.networks.actor_critic.ActorCritic.act_function`).
+
+        Returns:
+            ``[N, *obs]`` float32 array -> action ``[N, A]`` and log pi ``[N]`` tensors, valid
+            until the next parameter update; None unless the torso is an
+            :class:`rlplat.networks.mlp.MLP` with a numpy forward pass and the parameters are
+            float32 on the CPU.
+        """
+        numpy_forward = getattr(self.torso, "numpy_forward_function", None)
+        torso = None if numpy_forward is None else numpy_forward()
+        mean_layer, log_std_layer = numpy_linear(self.mean), numpy_linear(self.log_std)
+        if torso is None or mean_layer is None or log_std_layer is None:
+            return None
+        features = torso
+        (mean_weight, mean_bias), (log_std_weight, log_std_bias) = mean_layer, log_std_layer
+
+        def act(observation: np.ndarray) -> tuple[Tensor, Tensor]:
+            h = features(observation)
+            u = h @ mean_weight
+            u += mean_bias
+            log_std = h @ log_std_weight
+            log_std += log_std_bias
+            np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX, out=log_std)
+            if deterministic:
+                noise = np.zeros_like(u)
+            else:
+                noise = torch.randn(u.shape, dtype=torch.float32).numpy()
+                u += noise * np.exp(log_std)  # mean + sigma * noise
+            # squashed_gaussian_log_prob; softplus(x) = log(1 + e^x) = logaddexp(0, x)
+            log_density = 2.0 * (u + np.logaddexp(0.0, -2.0 * u)) - (log_std + 0.5 * noise * noise)
+            log_prob = log_density.sum(-1) - u.shape[-1] * _LOG_PROB_CONSTANT
+            return torch.from_numpy(np.tanh(u)), torch.from_numpy(log_prob.astype(np.float32, copy=False))
+
+        return act
 
     @property
     def has_backward(self) -> bool:

@@ -7,6 +7,8 @@ epsilon decay in frames. ``deterministic=True`` (evaluation) neither explores no
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -32,8 +34,16 @@ class _FrameCounter(nn.Module):
         self.register_buffer("frames", torch.zeros((), dtype=torch.int64))
 
     def _count(self, n: int) -> int:
-        before = int(self.frames)
-        self.frames += n
+        """Add ``n`` frames; returns the count before. On the CPU through a numpy view of the
+        buffer: two operations of a microsecond's overhead each instead of torch's three."""
+        frames = self.frames
+        if frames.device.type != "cpu":
+            before = int(frames)
+            frames += n
+            return before
+        view = frames.numpy()
+        before = int(view)
+        view += n
         return before
 
 
@@ -160,8 +170,22 @@ class SquashedGaussianPolicy(_BoxExplorer):
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N, A]`` actions in (-1, 1) and ``[N]`` log-probabilities."""
-        if not deterministic:
-            random = self._warmup_action(observation)
-            if random is not None:
-                return random, torch.zeros(observation.shape[0], device=observation.device)
-        return self.actor(observation, deterministic)
+        return self.act_function(deterministic)(observation)
+
+    def act_function(self, deterministic: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+        """:meth:`act` with ``deterministic`` bound, for a stretch of steps over which the
+        parameters do not change (see :func:`rlplat.collectors.base.act_function`); on the
+        CPU the actor acts in numpy
+        (:meth:`rlplat.networks.actors.SquashedGaussianActor.numpy_act_function`)."""
+        numpy_act = self.actor.numpy_act_function(deterministic)
+
+        def act(observation: Tensor) -> tuple[Tensor, Tensor]:
+            if not deterministic:
+                random = self._warmup_action(observation)
+                if random is not None:
+                    return random, torch.zeros(observation.shape[0], device=observation.device)
+            if numpy_act is not None:
+                return numpy_act(observation.numpy())
+            return self.actor(observation, deterministic)
+
+        return act

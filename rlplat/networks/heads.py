@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -18,9 +19,14 @@ from rlplat.functional import (
     standard_normal_log_prob,
 )
 from rlplat.networks.backward import linear_backward, weight_and_bias, write_grad
+from rlplat.networks.mlp import numpy_linear
 
 HeadSaved = tuple[Tensor, ...]
 """What a head's ``log_prob_entropy_saving`` keeps for its ``backward``."""
+
+NumpyActFunction = Callable[[np.ndarray], tuple[Tensor, Tensor]]
+"""``[N, F]`` float32 features as a numpy array -> ``(action, log_prob)`` tensors, as a head's
+``act_function`` returns them."""
 
 
 def _linear(in_features: int, out_features: int, gain: float) -> nn.Linear:
@@ -73,6 +79,41 @@ class GaussianHead(nn.Module):
             noise = torch.randn_like(mean)
             action = torch.addcmul(mean, noise, std)  # mean + noise * std
             return action, standard_normal_log_prob(noise, mode_log_prob)
+
+        return sample
+
+    def numpy_act_function(self, deterministic: bool) -> NumpyActFunction | None:
+        """:meth:`act_function` on numpy features (from
+        :meth:`rlplat.networks.mlp.MLP.numpy_forward_function`), computed in numpy but for the
+        noise, drawn as :meth:`act_function` draws it (``torch.randn`` of the mean's shape):
+        the same random numbers, and the same values to float32 rounding.
+
+        Returns:
+            The function, or None unless the parameters are float32 on the CPU.
+        """
+        layer = numpy_linear(self.mean)
+        if layer is None:
+            return None
+        weight, bias = layer
+        mode_log_prob = normal_mode_log_prob(self.log_std.detach())  # [], log N(mean | mean, std)
+        if deterministic:
+
+            def mode(features: np.ndarray) -> tuple[Tensor, Tensor]:
+                mean = features @ weight
+                mean += bias
+                return torch.from_numpy(mean), mode_log_prob.expand(len(mean))
+
+            return mode
+        std = self.log_std.detach().exp().numpy()
+        mode_value = mode_log_prob.numpy()
+
+        def sample(features: np.ndarray) -> tuple[Tensor, Tensor]:
+            action = features @ weight
+            action += bias
+            noise = torch.randn(action.shape, dtype=torch.float32).numpy()
+            action += noise * std  # mean + noise * std
+            log_prob = mode_value - 0.5 * np.einsum("ij,ij->i", noise, noise)  # standard_normal_log_prob
+            return torch.from_numpy(action), torch.from_numpy(log_prob)
 
         return sample
 
@@ -145,6 +186,39 @@ class CategoricalHead(nn.Module):
                 u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
                 action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=last)
             return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
+
+        return sample
+
+    def numpy_act_function(self, deterministic: bool) -> NumpyActFunction | None:
+        """:meth:`act_function` on numpy features (from
+        :meth:`rlplat.networks.mlp.MLP.numpy_forward_function`), computed in numpy but for the
+        uniform draw, taken as :meth:`act_function` takes it (``torch.rand`` of ``[N, 1]``):
+        the same random numbers, the same actions but where rounding moves a cumulative
+        probability across the draw, and log-probabilities to float32 rounding.
+
+        Returns:
+            The function, or None unless the parameters are float32 on the CPU.
+        """
+        layer = numpy_linear(self.logits)
+        if layer is None:
+            return None
+        weight, bias = layer
+        last = weight.shape[1] - 1
+
+        def sample(features: np.ndarray) -> tuple[Tensor, Tensor]:
+            logits = features @ weight
+            logits += bias
+            logits -= logits.max(-1, keepdims=True)  # log p = logits - log(sum exp(logits))
+            probabilities = np.exp(logits)  # unnormalised
+            total = probabilities.sum(-1, keepdims=True)
+            if deterministic:
+                action = logits.argmax(-1)
+            else:  # inverse-CDF sampling: the first action whose cumulative probability exceeds u
+                threshold = torch.rand(len(logits), 1, dtype=torch.float32).numpy() * total
+                action = np.minimum((probabilities.cumsum(-1) <= threshold).sum(-1), last)
+            action = action.astype(np.int64, copy=False)
+            log_prob = logits[np.arange(len(logits)), action] - np.log(total[:, 0])
+            return torch.from_numpy(action), torch.from_numpy(log_prob)
 
         return sample
 

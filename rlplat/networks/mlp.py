@@ -69,6 +69,22 @@ def tanh_(x: Tensor) -> Tensor:
 # in-place activations for forward passes outside autograd (MLP.forward_saving)
 NO_GRAD_IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh_, "relu": torch.relu_}
 
+# in-place activations of numpy arrays (MLP.numpy_forward_function)
+NUMPY_IN_PLACE: dict[str, Callable[[np.ndarray], object]] = {
+    "tanh": lambda h: np.tanh(h, out=h),
+    "relu": lambda h: np.maximum(h, 0.0, out=h),
+}
+
+
+def numpy_linear(linear: nn.Linear) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(W^T, b)`` of a Linear layer as numpy arrays sharing the parameters' memory (``[in,
+    out]``, ``[out]``): for computing ``x W^T + b`` in numpy, valid until the parameters are
+    replaced. None unless the layer's parameters are float32 on the CPU."""
+    weight, bias = weight_and_bias(linear)
+    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in (weight, bias)):
+        return None
+    return weight.detach().numpy().T, bias.detach().numpy()
+
 
 class MLP(nn.Module):
     """Flatten the observation, then Linear + activation layers up to ``out_features``.
@@ -143,6 +159,34 @@ class MLP(nn.Module):
             h = observation if observation.dim() == 2 else observation.flatten(1)
             for bias, weight in layers:
                 h = activation(torch.addmm(bias, h, weight))
+            return h
+
+        return forward
+
+    def numpy_forward_function(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """:meth:`forward_function` in numpy, for acting on the CPU: numpy's call overhead is
+        a fraction of torch's, which dominates a small network's forward pass at one env
+        step's batch (see :meth:`rlplat.networks.actor_critic.ActorCritic.act_function`).
+        Equal to :meth:`forward` to float32 rounding (numpy's matrix product may sum in
+        another order).
+
+        Returns:
+            ``[N, *obs_shape]`` float32 array -> ``[N, out_features]`` float32 array, valid
+            until the next parameter update; None where it does not apply: parameters not
+            float32 on the CPU, or an activation other than tanh and ReLU.
+        """
+        activation = NUMPY_IN_PLACE.get(self.activation)
+        layers = [numpy_linear(linear) for linear in self._linears]
+        if activation is None or any(layer is None for layer in layers):
+            return None
+        arrays = cast(list[tuple[np.ndarray, np.ndarray]], layers)
+
+        def forward(observation: np.ndarray) -> np.ndarray:
+            h = observation.reshape(len(observation), -1)
+            for weight, bias in arrays:
+                h = h @ weight
+                h += bias
+                activation(h)
             return h
 
         return forward

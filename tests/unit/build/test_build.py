@@ -77,3 +77,18 @@ def test_checkpoint_holds_every_piece_of_state(tmp_path):
     assert state["collector"]["frames"] == 256
     assert "stats.mean" in state["transforms"][0]
     assert (tmp_path / "checkpoints" / "best.pt").exists()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_numpy_blas_runs_on_the_trainers_threads(threads, tmp_path):
+    """Policies act in numpy on the CPU: its BLAS pool gets trainer.num_threads, as torch does."""
+    from threadpoolctl import threadpool_info
+
+    trainer = make_trainer(["env=cartpole", "tracking.enabled=false", f"trainer.num_threads={threads}"], tmp_path)
+    try:
+        blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+        assert blas and all(pool["num_threads"] == threads for pool in blas)
+        assert torch.get_num_threads() == threads
+    finally:
+        trainer.parts.close()
+        torch.set_num_threads(1)

@@ -133,3 +133,58 @@ def test_evaluation_acts_with_the_mode():
     second = evaluate_policy(agent, env, torch.device("cpu"), seed=3)
     assert [e.return_ for e in first] == [e.return_ for e in second]
     assert [e.length for e in first] == [20, 20]
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("space", sorted(ACTION_SPACES))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_on_the_cpu_the_act_function_computes_in_numpy_what_torch_computes(activation, space, deterministic):
+    """The numpy path draws the same random numbers as the torch path (the head's
+    ``sample``) and returns the same values to float32 rounding."""
+    torch.manual_seed(0)
+    agent = ActorCritic(OBSERVATION_SPACE, ACTION_SPACES[space], TORSOS[f"mlp-{activation}"], 8, log_std_init=-0.3)
+    observation = torch.randn(64, 3)
+    assert agent.actor_torso.numpy_forward_function() is not None
+    assert agent.head.numpy_act_function(deterministic) is not None
+    with torch.inference_mode():
+        torch.manual_seed(1)
+        action, log_prob = agent.act_function(deterministic)(observation)
+        torch.manual_seed(1)
+        want_action, want_log_prob = agent.head.sample(agent.actor_torso(observation), deterministic)
+    assert action.dtype == want_action.dtype and log_prob.dtype == torch.float32
+    assert action.shape == want_action.shape and log_prob.shape == want_log_prob.shape == (64,)
+    if space == "discrete":
+        assert torch.equal(action, want_action)
+    else:
+        torch.testing.assert_close(action, want_action)
+    torch.testing.assert_close(log_prob, want_log_prob)
+
+
+def test_the_act_function_stays_in_torch_where_numpy_does_not_apply():
+    """An activation without a numpy form, or parameters that are not float32: torch acts."""
+    torch.manual_seed(0)
+    box = ACTION_SPACES["box"]
+    assert mlp("elu", 8).numpy_forward_function() is None
+    agent = ActorCritic(OBSERVATION_SPACE, box, TORSOS["mlp-tanh"], features=8).double()
+    assert agent.actor_torso.numpy_forward_function() is None and agent.head.numpy_act_function(False) is None
+    with torch.inference_mode():
+        action, log_prob = agent.act(torch.randn(5, 3, dtype=torch.float64))
+    assert action.dtype == log_prob.dtype == torch.float64
+
+
+def test_the_sac_actor_acts_in_numpy_as_it_does_in_torch():
+    from rlplat.networks.actors import SquashedGaussianActor
+
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(TORSOS["mlp-relu"], 2, 8)
+    observation = torch.randn(64, 3) * 3.0
+    for deterministic in (False, True):
+        act = actor.numpy_act_function(deterministic)
+        assert act is not None
+        with torch.inference_mode():
+            torch.manual_seed(1)
+            action, log_prob = act(observation.numpy())
+            torch.manual_seed(1)
+            want_action, want_log_prob = actor(observation, deterministic)
+        torch.testing.assert_close(action, want_action)
+        torch.testing.assert_close(log_prob, want_log_prob)
