@@ -2,6 +2,7 @@
 
 from rlplat.functional.advantages import generalized_advantage_estimate, n_step_return, td_lambda_return
 from rlplat.functional.distributions import (
+    HALF_LOG_2PI,
     categorical_entropy,
     categorical_log_prob,
     kl_estimate,
@@ -13,6 +14,7 @@ from rlplat.functional.distributions import (
 )
 
 __all__ = [
+    "HALF_LOG_2PI",
     "categorical_entropy",
     "categorical_log_prob",
     "generalized_advantage_estimate",

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)  # log of sqrt(2 pi), the Gaussian normaliser
 
 
 def normal_log_prob(action: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
@@ -26,7 +26,7 @@ def normal_log_prob(action: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
         ``[*batch]`` float log pi(action).
     """
     z = (action - mean) * (-log_std).exp()
-    return (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+    return (-0.5 * z.pow(2) - log_std - HALF_LOG_2PI).sum(-1)
 
 
 def normal_mode_log_prob(log_std: Tensor) -> Tensor:
@@ -38,7 +38,7 @@ def normal_mode_log_prob(log_std: Tensor) -> Tensor:
     Returns:
         ``[*batch]`` (or 0-dim) float log pi(mean).
     """
-    return -log_std.shape[-1] * _HALF_LOG_2PI - log_std.sum(-1)
+    return -log_std.shape[-1] * HALF_LOG_2PI - log_std.sum(-1)
 
 
 def standard_normal_log_prob(noise: Tensor, mode_log_prob: Tensor) -> Tensor:
@@ -67,7 +67,7 @@ def normal_entropy(log_std: Tensor) -> Tensor:
     Returns:
         ``[*batch]`` (or scalar) float entropy in nats.
     """
-    return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
+    return (0.5 + HALF_LOG_2PI + log_std).sum(-1)
 
 
 def normal_mode_log_prob_entropy(log_std: Tensor) -> tuple[Tensor, Tensor]:
@@ -81,7 +81,7 @@ def normal_mode_log_prob_entropy(log_std: Tensor) -> tuple[Tensor, Tensor]:
         ``(log pi(mean), entropy)``, both 0-dim float (nats).
     """
     log_std_sum, action_dim = log_std.sum(), log_std.shape[-1]
-    return torch.rsub(log_std_sum, -action_dim * _HALF_LOG_2PI), log_std_sum + action_dim * (0.5 + _HALF_LOG_2PI)
+    return torch.rsub(log_std_sum, -action_dim * HALF_LOG_2PI), log_std_sum + action_dim * (0.5 + HALF_LOG_2PI)
 
 
 def kl_estimate(log_ratio: Tensor, ratio: Tensor | None = None) -> Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import gymnasium
+import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import Tensor
@@ -162,6 +163,8 @@ class PPOLoss(ActorCriticLoss):
         Returns:
             What :meth:`forward` returns, detached.
         """
+        if self.value_clip is None and not torch.compiler.is_compiling() and self.agent.numpy_passes:
+            return self._numpy_gradients(batch)
         agent, n = self.agent, batch.batch_size[0]
         observation = batch[keys.OBSERVATION]
         log_prob, entropy, policy_saved = agent.log_prob_entropy_saving(observation, batch[keys.ACTION])
@@ -173,6 +176,46 @@ class PPOLoss(ActorCriticLoss):
         agent.policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
         agent.value_backward(value_saved, self._value_error(batch, value, terms).mul_(self.value_coef / n))
         return terms.output
+
+    def _numpy_gradients(self, batch: TensorDict) -> TensorDict:
+        """:meth:`gradients` computed in numpy (without value clipping, where the agent's
+        :attr:`rlplat.networks.actor_critic.ActorCritic.numpy_passes` hold): the same terms,
+        diagnostics and gradients, to float32 rounding. At two 64-unit tanh torsos and
+        minibatches of 64 (``benchmarks/peers.py``'s PPO row) this takes 290-330 us against
+        torch's 400-415, and a loop of updates (optimizer steps included) 400-415 us an update
+        against 500-555 (see :mod:`rlplat.networks.numpy_passes`)."""
+        agent, n = self.agent, batch.batch_size[0]
+        observation = batch[keys.OBSERVATION].numpy()
+        log_prob, entropy, policy_saved = agent.numpy_log_prob_entropy_saving(observation, batch[keys.ACTION].numpy())
+        value, value_saved = agent.numpy_value_saving(observation)  # [N, 1]
+        advantage = batch[keys.ADVANTAGE].numpy()[:, 0]  # [N]
+        if self.normalize_advantage and n > 1:  # as actor_critic.normalize
+            advantage = (advantage - advantage.mean()) / (advantage.std(ddof=1) + 1e-8)
+        log_ratio = log_prob - batch[keys.ACTION_LOG_PROB].numpy()
+        ratio = np.exp(log_ratio)
+        clipped_ratio = np.clip(ratio, 1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon)
+        pg_loss1, pg_loss2 = ratio * advantage, clipped_ratio * advantage
+        error = value - batch[keys.VALUE_TARGET].numpy()  # [N, 1]
+        entropy_mean = entropy.mean()
+        terms = np.array(
+            [
+                -np.minimum(pg_loss1, pg_loss2).mean(),  # loss_objective
+                (error * error).mean() * (0.5 * self.value_coef),  # loss_critic: c_v * L^VF
+                -self.entropy_coef * entropy_mean,  # loss_entropy
+                entropy_mean,
+                ((ratio - 1.0) - log_ratio).mean(),  # approx_kl (kl_estimate)
+                np.mean(ratio != clipped_ratio, dtype=np.float32),  # clip_fraction
+                ratio.mean(),
+            ],
+            dtype=np.float32,
+        )
+        grad_log_prob = advantage * (pg_loss1 <= pg_loss2)  # where the unclipped term is the minimum
+        grad_log_prob *= ratio
+        grad_log_prob *= -1.0 / n
+        agent.numpy_policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
+        error *= self.value_coef / n
+        agent.numpy_value_backward(value_saved, error)
+        return TensorDict(dict(zip(_OUTPUT_KEYS, torch.from_numpy(terms).unbind())), batch_size=[])
 
     def _value_error(self, batch: TensorDict, value: Tensor, terms: _Terms) -> Tensor:
         """``[N, 1]`` d(sum_n of the value loss's squared errors / 2)/dV(s_n): ``V - V_target``,
@@ -187,6 +230,10 @@ class PPOLoss(ActorCriticLoss):
         clipped_error = (v_clipped - value_target) * inside
         tie = (error + clipped_error) * 0.5
         return torch.where(unclipped_sq > clipped_sq, error, torch.where(unclipped_sq < clipped_sq, clipped_error, tie))
+
+
+_OUTPUT_KEYS = ("loss_objective", "loss_critic", "loss_entropy", "entropy", "approx_kl", "clip_fraction", "ratio")
+"""The keys of PPO's loss output, in the order :meth:`PPOLoss._numpy_gradients` computes them."""
 
 
 class _Terms(NamedTuple):

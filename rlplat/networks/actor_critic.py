@@ -6,14 +6,16 @@ from collections.abc import Callable
 from typing import cast
 
 import gymnasium
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat.networks.backward import linear_backward, weight_and_bias
 from rlplat.networks.base import NetworkFactory
-from rlplat.networks.heads import CategoricalHead, GaussianHead, HeadSaved
+from rlplat.networks.heads import CategoricalHead, GaussianHead, HeadSaved, NumpySaved
 from rlplat.networks.mlp import MLP
+from rlplat.networks.numpy_passes import NUMPY_IN_PLACE, numpy_linear, numpy_linear_backward, on_cpu_float32
 from rlplat.registry import ConfigError
 
 
@@ -53,6 +55,7 @@ class ActorCritic(nn.Module):
         self.value_head = nn.Linear(features, 1)
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)
+        self._numpy_structure: bool | None = None  # see numpy_passes
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """Sample (or, deterministic, take the mode of) pi(.|s). Called under
@@ -153,3 +156,42 @@ class ActorCritic(nn.Module):
         """Set the ``.grad`` of the critic torso's and value head's parameters (replaced) from
         ``[N, 1]`` dL/dV(s_n)."""
         cast(MLP, self.critic_torso).backward(outputs, linear_backward(self.value_head, outputs[-1], grad_value))
+
+    @property
+    def numpy_passes(self) -> bool:
+        """Whether the ``numpy_*`` passes below apply: :attr:`has_backward`, with tanh or ReLU
+        torsos and every parameter float32 on the CPU (:mod:`rlplat.networks.numpy_passes`)."""
+        if self._numpy_structure is None:  # what does not change after construction, checked once
+            torsos = (self.actor_torso, self.critic_torso)
+            self._numpy_structure = self.has_backward and all(cast(MLP, t).activation in NUMPY_IN_PLACE for t in torsos)
+        # every parameter moves with the module (.to()): the value head's weight stands for them
+        return self._numpy_structure and on_cpu_float32(weight_and_bias(self.value_head)[0])
+
+    def numpy_log_prob_entropy_saving(
+        self, observation: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, tuple[list[np.ndarray], NumpySaved]]:
+        """:meth:`log_prob_entropy_saving` on arrays (when :attr:`numpy_passes`)."""
+        outputs = cast(MLP, self.actor_torso).numpy_forward_saving(observation)
+        log_prob, entropy, head_saved = self.head.numpy_log_prob_entropy_saving(outputs[-1], action)
+        return log_prob, entropy, (outputs, head_saved)
+
+    def numpy_policy_backward(
+        self, saved: tuple[list[np.ndarray], NumpySaved], grad_log_prob: np.ndarray, grad_entropy: float = 0.0
+    ) -> None:
+        """:meth:`policy_backward` on arrays."""
+        outputs, head_saved = saved
+        grad_features = self.head.numpy_backward(head_saved, grad_log_prob, grad_entropy)
+        cast(MLP, self.actor_torso).numpy_backward(outputs, grad_features)
+
+    def numpy_value_saving(self, observation: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """:meth:`value_saving` on arrays: ``[N, 1]`` V(s) and what :meth:`numpy_value_backward` needs."""
+        outputs = cast(MLP, self.critic_torso).numpy_forward_saving(observation)
+        weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(self.value_head))
+        value = outputs[-1] @ weight
+        value += bias
+        return value, outputs
+
+    def numpy_value_backward(self, outputs: list[np.ndarray], grad_value: np.ndarray) -> None:
+        """:meth:`value_backward` on arrays, from ``[N, 1]`` dL/dV(s_n)."""
+        grad_features = numpy_linear_backward(self.value_head, outputs[-1], grad_value)
+        cast(MLP, self.critic_torso).numpy_backward(outputs, grad_features)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -10,6 +11,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat.functional import (
+    HALF_LOG_2PI,
     categorical_entropy,
     categorical_log_prob,
     normal_entropy,
@@ -19,10 +21,13 @@ from rlplat.functional import (
     standard_normal_log_prob,
 )
 from rlplat.networks.backward import linear_backward, weight_and_bias, write_grad
-from rlplat.networks.mlp import numpy_linear
+from rlplat.networks.numpy_passes import numpy_grad, numpy_linear, numpy_linear_backward
 
 HeadSaved = tuple[Tensor, ...]
 """What a head's ``log_prob_entropy_saving`` keeps for its ``backward``."""
+
+NumpySaved = tuple[np.ndarray, ...]
+"""What a head's ``numpy_log_prob_entropy_saving`` keeps for its ``numpy_backward``."""
 
 NumpyActFunction = Callable[[np.ndarray], tuple[Tensor, Tensor]]
 """``[N, F]`` float32 features as a numpy array -> ``(action, log_prob)`` tensors, as a head's
@@ -154,6 +159,34 @@ class GaussianHead(nn.Module):
             self.log_std.grad.add_(grad_entropy * len(z))  # type: ignore[union-attr]  # set just above
         return linear_backward(self.mean, features, grad_mean)
 
+    def numpy_log_prob_entropy_saving(
+        self, features: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, NumpySaved]:
+        """:meth:`log_prob_entropy_saving` on arrays (parameters float32 on the CPU; see
+        :mod:`rlplat.networks.numpy_passes`): ``[N]`` log pi(a|s), ``[N]`` entropy, and what
+        :meth:`numpy_backward` needs."""
+        weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(self.mean))
+        log_std = self.log_std.detach().numpy()
+        mean = features @ weight
+        mean += bias
+        inv_std = np.exp(-log_std)
+        z = (action - mean) * inv_std  # [N, action_dim] standardised actions
+        log_std_sum, action_dim = log_std.sum(), log_std.shape[-1]
+        log_prob = (-action_dim * HALF_LOG_2PI - log_std_sum) - 0.5 * (z * z).sum(-1)
+        entropy = np.full(len(z), action_dim * (0.5 + HALF_LOG_2PI) + log_std_sum, dtype=np.float32)
+        return log_prob, entropy, (features, z, inv_std)
+
+    def numpy_backward(self, saved: NumpySaved, grad_log_prob: np.ndarray, grad_entropy: float = 0.0) -> np.ndarray:
+        """:meth:`backward` on arrays: sets the mean layer's and ``log_std``'s ``.grad``
+        (replaced); returns ``[N, F]`` dL/d(features)."""
+        features, z, inv_std = saved
+        grad_mean = grad_log_prob[:, None] * z * inv_std  # [N, action_dim]
+        grad_log_std = numpy_grad(self.log_std)
+        np.matmul((z * z - 1.0).T, grad_log_prob, out=grad_log_std)
+        if grad_entropy:
+            grad_log_std += grad_entropy * len(z)
+        return numpy_linear_backward(self.mean, features, grad_mean)
+
 
 class CategoricalHead(nn.Module):
     """Categorical distribution over Discrete actions.
@@ -247,3 +280,31 @@ class CategoricalHead(nn.Module):
         if grad_entropy:
             grad_logits.sub_(grad_entropy * p * (log_p + entropy.unsqueeze(-1)))
         return linear_backward(self.logits, features, grad_logits)
+
+    def numpy_log_prob_entropy_saving(
+        self, features: np.ndarray, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, NumpySaved]:
+        """:meth:`log_prob_entropy_saving` on arrays (parameters float32 on the CPU; see
+        :mod:`rlplat.networks.numpy_passes`): ``[N]`` log pi(a|s), ``[N]`` entropy, and what
+        :meth:`numpy_backward` needs."""
+        weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(self.logits))
+        logits = features @ weight
+        logits += bias
+        logits -= logits.max(-1, keepdims=True)
+        p = np.exp(logits)
+        total = p.sum(-1, keepdims=True)
+        p /= total
+        log_p = logits - np.log(total)  # log softmax
+        entropy = -(p * log_p).sum(-1)
+        rows = np.arange(len(action))
+        return log_p[rows, action], entropy, (features, rows, action, log_p, p, entropy)
+
+    def numpy_backward(self, saved: NumpySaved, grad_log_prob: np.ndarray, grad_entropy: float = 0.0) -> np.ndarray:
+        """:meth:`backward` on arrays: sets the logits layer's ``.grad`` (replaced); returns
+        ``[N, F]`` dL/d(features)."""
+        features, rows, action, log_p, p, entropy = saved
+        grad_logits = p * -grad_log_prob[:, None]  # [N, num_actions]
+        grad_logits[rows, action] += grad_log_prob
+        if grad_entropy:
+            grad_logits -= grad_entropy * p * (log_p + entropy[:, None])
+        return numpy_linear_backward(self.logits, features, grad_logits)

@@ -22,6 +22,14 @@ from rlplat.networks.backward import (
     stacked_linear_grads,
     weight_and_bias,
 )
+from rlplat.networks.numpy_passes import (
+    NUMPY_IN_PLACE,
+    NUMPY_OUTPUT_BACKWARD,
+    numpy_linear,
+    numpy_linear_backward,
+    numpy_linear_grads,
+    on_cpu_float32,
+)
 from rlplat.registry import ConfigError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
@@ -68,22 +76,6 @@ def tanh_(x: Tensor) -> Tensor:
 
 # in-place activations for forward passes outside autograd (MLP.forward_saving)
 NO_GRAD_IN_PLACE: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh_, "relu": torch.relu_}
-
-# in-place activations of numpy arrays (MLP.numpy_forward_function)
-NUMPY_IN_PLACE: dict[str, Callable[[np.ndarray], object]] = {
-    "tanh": lambda h: np.tanh(h, out=h),
-    "relu": lambda h: np.maximum(h, 0.0, out=h),
-}
-
-
-def numpy_linear(linear: nn.Linear) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(W^T, b)`` of a Linear layer as numpy arrays sharing the parameters' memory (``[in,
-    out]``, ``[out]``): for computing ``x W^T + b`` in numpy, valid until the parameters are
-    replaced. None unless the layer's parameters are float32 on the CPU."""
-    weight, bias = weight_and_bias(linear)
-    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in (weight, bias)):
-        return None
-    return weight.detach().numpy().T, bias.detach().numpy()
 
 
 class MLP(nn.Module):
@@ -234,6 +226,35 @@ class MLP(nn.Module):
         for i in range(len(self._linears) - 1, 0, -1):
             grad = linear_backward(self._linears[i], outputs[i], activation_backward(grad, outputs[i + 1]))
         linear_grads(self._linears[0], outputs[0], activation_backward(grad, outputs[1]))  # no gradient for the input
+
+    @property
+    def numpy_passes(self) -> bool:
+        """Whether :meth:`numpy_forward_saving` and :meth:`numpy_backward` apply: tanh or ReLU,
+        parameters float32 on the CPU (:mod:`rlplat.networks.numpy_passes`)."""
+        return self.activation in NUMPY_IN_PLACE and on_cpu_float32(*self.parameters())
+
+    def numpy_forward_saving(self, observation: np.ndarray) -> list[np.ndarray]:
+        """:meth:`forward_saving` on arrays (when :attr:`numpy_passes`): ``[N, *obs_shape]``
+        float32 -> the flattened input and each layer's activated output."""
+        activation = NUMPY_IN_PLACE[self.activation]
+        h = observation.reshape(len(observation), -1)
+        outputs = [h]
+        for linear in self._linears:
+            weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(linear))
+            h = h @ weight
+            h += bias
+            activation(h)
+            outputs.append(h)
+        return outputs
+
+    def numpy_backward(self, outputs: list[np.ndarray], grad_output: np.ndarray) -> None:
+        """:meth:`backward` on arrays: sets every weight's and bias's ``.grad`` (replaced)
+        from ``[N, out_features]`` dL/d(output)."""
+        activation_backward = NUMPY_OUTPUT_BACKWARD[self.activation]
+        grad = grad_output
+        for i in range(len(self._linears) - 1, 0, -1):
+            grad = numpy_linear_backward(self._linears[i], outputs[i], activation_backward(grad, outputs[i + 1]))
+        numpy_linear_grads(self._linears[0], outputs[0], activation_backward(grad, outputs[1]))
 
 
 def stackable(modules: Sequence[nn.Module]) -> bool:

@@ -67,14 +67,20 @@ CASES = [
     pytest.param(BOX, "tanh", {"entropy_coef": 0.05, "value_clip": 0.2}, id="gaussian-entropy-value-clip"),
     pytest.param(DISCRETE, "tanh", {"entropy_coef": 0.05, "value_clip": 0.2}, id="categorical-entropy-value-clip"),
     pytest.param(BOX, "relu", {"normalize_advantage": False, "clip_epsilon": 0.1}, id="relu-raw-advantages"),
+    pytest.param(BOX, "tanh", {"entropy_coef": 0.05}, id="gaussian-entropy"),
+    pytest.param(DISCRETE, "relu", {"entropy_coef": 0.05}, id="categorical-entropy-relu"),
 ]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("action_space,activation,kwargs", CASES)
-def test_closed_form_gradients_equal_autograds(action_space, activation, kwargs):
+def test_closed_form_gradients_equal_autograds(action_space, activation, kwargs, dtype):
+    """On the CPU in float32 without value clipping the closed form runs in numpy, else in torch."""
     loss = make_loss(action_space, activation, **kwargs)
-    batch = make_batch(loss, action_space)
+    batch = make_batch(loss, action_space).apply(lambda x: x.to(dtype) if x.is_floating_point() else x)
+    loss = loss.to(dtype)
     assert loss.analytic_gradients
+    assert loss.agent.numpy_passes is (dtype == torch.float32)
     expected_output, expected = autograd_gradients(loss, batch)
     clipped = float(expected_output["clip_fraction"])
     assert 0.0 < clipped < 1.0  # both branches of the clipped objective are exercised
