@@ -21,7 +21,7 @@ from rlplat.functional import (
     standard_normal_log_prob,
 )
 from rlplat.networks.backward import linear_backward, weight_and_bias, write_grad
-from rlplat.networks.numpy_passes import numpy_grad, numpy_linear, numpy_linear_backward
+from rlplat.networks.numpy_passes import grad_array, numpy_linear, numpy_linear_backward, parameter_array
 
 HeadSaved = tuple[Tensor, ...]
 """What a head's ``log_prob_entropy_saving`` keeps for its ``backward``."""
@@ -166,7 +166,7 @@ class GaussianHead(nn.Module):
         :mod:`rlplat.networks.numpy_passes`): ``[N]`` log pi(a|s), ``[N]`` entropy, and what
         :meth:`numpy_backward` needs."""
         weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(self.mean))
-        log_std = self.log_std.detach().numpy()
+        log_std = parameter_array(self.log_std)
         mean = features @ weight
         mean += bias
         inv_std = np.exp(-log_std)
@@ -181,7 +181,7 @@ class GaussianHead(nn.Module):
         (replaced); returns ``[N, F]`` dL/d(features)."""
         features, z, inv_std = saved
         grad_mean = grad_log_prob[:, None] * z * inv_std  # [N, action_dim]
-        grad_log_std = numpy_grad(self.log_std)
+        grad_log_std = grad_array(self.log_std)
         np.matmul((z * z - 1.0).T, grad_log_prob, out=grad_log_std)
         if grad_entropy:
             grad_log_std += grad_entropy * len(z)

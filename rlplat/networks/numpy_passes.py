@@ -40,6 +40,38 @@ def on_cpu_float32(*tensors: Tensor) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
 
+# views cost about a microsecond each to make, a looked-up one a fifth of that: made once per
+# tensor and kept while its memory stays where it was (an optimizer's flat buffers move it
+# once, as ``.to()`` does; a view keeps the memory it shares alive, so an address seen again
+# is the same memory). Keyed by the id of the parameter, which a weak reference confirms (a
+# tensor cannot be a dict key: its ``==`` is elementwise).
+_VIEWS: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]] = {}
+_GRAD_VIEWS: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]] = {}
+
+
+def _cached(cache: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]], owner: Tensor, tensor: Tensor) -> np.ndarray:
+    key, address = id(owner), tensor.data_ptr()
+    entry = cache.get(key)
+    if entry is not None and entry[0]() is owner and entry[1] == address:
+        return entry[2]
+    array = tensor.detach().numpy()
+    cache[key] = (weakref.ref(owner, lambda _, key=key: cache.pop(key, None)), address, array)
+    return array
+
+
+def parameter_array(parameter: Tensor) -> np.ndarray:
+    """A float32 CPU parameter as a numpy array sharing its memory (a cached view)."""
+    return _cached(_VIEWS, parameter, parameter)
+
+
+def grad_array(parameter: Tensor) -> np.ndarray:
+    """``parameter.grad`` (created as zeros if missing) as a numpy array sharing its memory (a
+    cached view): a gradient written into it stays in place, e.g. in an optimizer's flat buffer."""
+    if parameter.grad is None:
+        parameter.grad = torch.zeros_like(parameter)
+    return _cached(_GRAD_VIEWS, parameter, parameter.grad)
+
+
 class LinearArrays(NamedTuple):
     """A Linear layer's parameters as numpy arrays sharing their memory."""
 
@@ -48,45 +80,19 @@ class LinearArrays(NamedTuple):
     bias: np.ndarray  # [out]
 
 
-# views cost a microsecond or two each to make, a third of a small layer's product: made once
-# per layer and kept while the tensors' memory stays where it was (an optimizer's flat buffers
-# move it once, as ``.to()`` does)
-_PARAMETERS: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple[int, int], LinearArrays]] = weakref.WeakKeyDictionary()
-_GRADS: weakref.WeakKeyDictionary[nn.Linear, tuple[tuple[int, int], tuple[np.ndarray, np.ndarray]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def linear_arrays(linear: nn.Linear) -> LinearArrays | None:
     """:class:`LinearArrays` of a layer; None unless its parameters are float32 on the CPU."""
     weight, bias = weight_and_bias(linear)
     if not on_cpu_float32(weight, bias):
         return None
-    where = (weight.data_ptr(), bias.data_ptr())
-    cached = _PARAMETERS.get(linear)
-    if cached is not None and cached[0] == where:
-        return cached[1]
-    array = weight.detach().numpy()
-    arrays = LinearArrays(array, array.T, bias.detach().numpy())
-    _PARAMETERS[linear] = (where, arrays)
-    return arrays
+    array = parameter_array(weight)
+    return LinearArrays(array, array.T, parameter_array(bias))
 
 
 def linear_grad_arrays(linear: nn.Linear) -> tuple[np.ndarray, np.ndarray]:
-    """The ``.grad`` of a layer's weight and bias (created as zeros if missing) as numpy
-    arrays sharing their memory, made once as :func:`linear_arrays` makes its views."""
+    """The ``.grad`` of a layer's weight and bias as arrays (:func:`grad_array`)."""
     weight, bias = weight_and_bias(linear)
-    for parameter in (weight, bias):
-        if parameter.grad is None:
-            parameter.grad = torch.zeros_like(parameter)
-    weight_grad, bias_grad = cast(Tensor, weight.grad), cast(Tensor, bias.grad)
-    where = (weight_grad.data_ptr(), bias_grad.data_ptr())
-    cached = _GRADS.get(linear)
-    if cached is not None and cached[0] == where:
-        return cached[1]
-    arrays = (weight_grad.numpy(), bias_grad.numpy())
-    _GRADS[linear] = (where, arrays)
-    return arrays
+    return grad_array(weight), grad_array(bias)
 
 
 def numpy_linear(linear: nn.Linear) -> tuple[np.ndarray, np.ndarray] | None:
@@ -95,14 +101,6 @@ def numpy_linear(linear: nn.Linear) -> tuple[np.ndarray, np.ndarray] | None:
     None unless the parameters are float32 on the CPU."""
     arrays = linear_arrays(linear)
     return None if arrays is None else (arrays.weight_t, arrays.bias)
-
-
-def numpy_grad(parameter: Tensor) -> np.ndarray:
-    """``parameter.grad`` as a numpy array sharing its memory (created as zeros if missing):
-    a gradient written into it stays in place, e.g. in an optimizer's flat buffer."""
-    if parameter.grad is None:
-        parameter.grad = torch.zeros_like(parameter)
-    return parameter.grad.numpy()
 
 
 def numpy_linear_grads(linear: nn.Linear, inputs: np.ndarray, grad_output: np.ndarray) -> None:

@@ -13,13 +13,13 @@ def test_views_share_memory_and_follow_a_move_of_the_parameters():
     torch.manual_seed(0)
     linear = nn.Linear(3, 4)
     arrays = linear_arrays(linear)
-    assert arrays is not None and linear_arrays(linear) is arrays  # kept while the memory stays
+    assert arrays is not None and linear_arrays(linear).weight is arrays.weight  # kept while the memory stays
     with torch.no_grad():
         linear.weight.mul_(2.0)  # in place, as an optimizer step
     np.testing.assert_array_equal(arrays.weight, linear.weight.detach().numpy())
     linear.weight.data = torch.randn(4, 3)  # moved, as an optimizer's flat buffer moves it
     moved = linear_arrays(linear)
-    assert moved is not arrays and np.shares_memory(moved.weight, linear.weight.detach().numpy())
+    assert moved.weight is not arrays.weight and np.shares_memory(moved.weight, linear.weight.detach().numpy())
     assert linear_arrays(linear.double()) is None  # not float32: torch's passes apply
 
 
