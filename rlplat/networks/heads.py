@@ -227,13 +227,10 @@ class CategoricalHead(nn.Module):
         :meth:`rlplat.networks.mlp.MLP.numpy_forward_function`), computed in numpy but for the
         uniform draw, taken as :meth:`act_function` takes it (``torch.rand`` of ``[N, 1]``):
         the same random numbers, the same actions but where rounding moves a cumulative
-        probability across the draw, and log-probabilities to float32 rounding.
-
-        Returns:
-            The function, or None unless the parameters are float32 on the CPU.
+        probability across the draw, and log-probabilities to float32 rounding. None unless
+        the logits layer is float32 on the CPU.
         """
-        layer = numpy_linear(self.logits)
-        if layer is None:
+        if (layer := numpy_linear(self.logits)) is None:
             return None
         weight, bias = layer
         last = weight.shape[1] - 1
@@ -284,9 +281,10 @@ class CategoricalHead(nn.Module):
     def numpy_log_prob_entropy_saving(
         self, features: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, NumpySaved]:
-        """:meth:`log_prob_entropy_saving` on arrays (parameters float32 on the CPU; see
-        :mod:`rlplat.networks.numpy_passes`): ``[N]`` log pi(a|s), ``[N]`` entropy, and what
-        :meth:`numpy_backward` needs."""
+        """The log-softmax of the logits in numpy (:mod:`rlplat.networks.numpy_passes`; the
+        logits layer float32 on the CPU): ``[N]`` log pi(a|s) of the ``[N]`` int64 actions,
+        ``[N]`` entropy, and what :meth:`numpy_backward` needs, as
+        :meth:`log_prob_entropy_saving` computes them in torch."""
         weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(self.logits))
         logits = features @ weight
         logits += bias
