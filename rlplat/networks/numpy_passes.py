@@ -49,13 +49,20 @@ _VIEWS: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]] = {}
 _GRAD_VIEWS: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]] = {}
 
 
-def _cached(cache: dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]], owner: Tensor, tensor: Tensor) -> np.ndarray:
+_Cache = dict[int, tuple[weakref.ref[Tensor], int, np.ndarray]]
+
+
+def _cached(cache: _Cache, owner: Tensor, tensor: Tensor) -> np.ndarray:
     key, address = id(owner), tensor.data_ptr()
     entry = cache.get(key)
     if entry is not None and entry[0]() is owner and entry[1] == address:
         return entry[2]
     array = tensor.detach().numpy()
-    cache[key] = (weakref.ref(owner, lambda _, key=key: cache.pop(key, None)), address, array)
+
+    def forget(_: weakref.ref[Tensor]) -> None:  # the owner is gone: so is its entry (and the memory it held)
+        cache.pop(key, None)
+
+    cache[key] = (weakref.ref(owner, forget), address, array)
     return array
 
 
