@@ -180,10 +180,9 @@ class PPOLoss(ActorCriticLoss):
     def _numpy_gradients(self, batch: TensorDict) -> TensorDict:
         """:meth:`gradients` computed in numpy (without value clipping, where the agent's
         :attr:`rlplat.networks.actor_critic.ActorCritic.numpy_passes` hold): the same terms,
-        diagnostics and gradients, to float32 rounding. At two 64-unit tanh torsos and
-        minibatches of 64 (``benchmarks/peers.py``'s PPO row) this takes 290-330 us against
-        torch's 400-415, and a loop of updates (optimizer steps included) 400-415 us an update
-        against 500-555 (see :mod:`rlplat.networks.numpy_passes`)."""
+        diagnostics and gradients, to float32 rounding, with a fraction of torch's
+        per-operation overhead (see :mod:`rlplat.networks.numpy_passes`; ``benchmarks/speed.py``
+        at the settings of ``benchmarks/peers.py``'s PPO row times the updates)."""
         agent, n = self.agent, batch.batch_size[0]
         observation = batch[keys.OBSERVATION].numpy()
         log_prob, entropy, policy_saved = agent.numpy_log_prob_entropy_saving(observation, batch[keys.ACTION].numpy())

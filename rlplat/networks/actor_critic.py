@@ -55,7 +55,6 @@ class ActorCritic(nn.Module):
         self.value_head = nn.Linear(features, 1)
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)
-        self._numpy_structure: bool | None = None  # see numpy_passes
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """Sample (or, deterministic, take the mode of) pi(.|s). Called under
@@ -80,9 +79,9 @@ class ActorCritic(nn.Module):
         in numpy (the torso's ``numpy_forward_function()``, the head's
         ``numpy_act_function``), drawing its random numbers from torch as the torch path
         does: at one env step's batch a small network's forward pass is a dozen operations of
-        a few microseconds' overhead each, numpy's a third of torch's (with envs stepped in
-        between, whose code evicts torch's from the CPU's caches, torch's policy took 70-95 us
-        a step for 16 Pendulum or CartPole envs, numpy's 15-40). Elsewhere, in torch: the
+        a few microseconds' overhead each, numpy's a third of torch's, and more so with envs
+        stepped in between, whose code evicts torch's from the CPU's caches (the collection
+        row of ``benchmarks/peers.py`` measures the collector with it). Elsewhere, in torch: the
         torso's ``forward_function()`` when it has one, the head's :meth:`act_function`.
         """
         numpy_forward = getattr(self.actor_torso, "numpy_forward_function", None)
@@ -161,11 +160,13 @@ class ActorCritic(nn.Module):
     def numpy_passes(self) -> bool:
         """Whether the ``numpy_*`` passes below apply: :attr:`has_backward`, with tanh or ReLU
         torsos and every parameter float32 on the CPU (:mod:`rlplat.networks.numpy_passes`)."""
-        if self._numpy_structure is None:  # what does not change after construction, checked once
-            torsos = (self.actor_torso, self.critic_torso)
-            self._numpy_structure = self.has_backward and all(cast(MLP, t).activation in NUMPY_IN_PLACE for t in torsos)
+        torsos = (self.actor_torso, self.critic_torso)
         # every parameter moves with the module (.to()): the value head's weight stands for them
-        return self._numpy_structure and on_cpu_float32(weight_and_bias(self.value_head)[0])
+        return (
+            self.has_backward
+            and all(cast(MLP, t).activation in NUMPY_IN_PLACE for t in torsos)
+            and on_cpu_float32(weight_and_bias(self.value_head)[0])
+        )
 
     def numpy_log_prob_entropy_saving(
         self, observation: np.ndarray, action: np.ndarray

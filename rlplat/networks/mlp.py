@@ -174,12 +174,7 @@ class MLP(nn.Module):
         arrays = cast(list[tuple[np.ndarray, np.ndarray]], layers)
 
         def forward(observation: np.ndarray) -> np.ndarray:
-            h = observation.reshape(len(observation), -1)
-            for weight, bias in arrays:
-                h = h @ weight
-                h += bias
-                activation(h)
-            return h
+            return _numpy_layers(observation.reshape(len(observation), -1), arrays, activation)
 
         return forward
 
@@ -236,15 +231,10 @@ class MLP(nn.Module):
     def numpy_forward_saving(self, observation: np.ndarray) -> list[np.ndarray]:
         """:meth:`forward_saving` on arrays (when :attr:`numpy_passes`): ``[N, *obs_shape]``
         float32 -> the flattened input and each layer's activated output."""
-        activation = NUMPY_IN_PLACE[self.activation]
         h = observation.reshape(len(observation), -1)
         outputs = [h]
-        for linear in self._linears:
-            weight, bias = cast(tuple[np.ndarray, np.ndarray], numpy_linear(linear))
-            h = h @ weight
-            h += bias
-            activation(h)
-            outputs.append(h)
+        layers = [cast(tuple[np.ndarray, np.ndarray], numpy_linear(linear)) for linear in self._linears]
+        _numpy_layers(h, layers, NUMPY_IN_PLACE[self.activation], outputs)
         return outputs
 
     def numpy_backward(self, outputs: list[np.ndarray], grad_output: np.ndarray) -> None:
@@ -255,6 +245,23 @@ class MLP(nn.Module):
         for i in range(len(self._linears) - 1, 0, -1):
             grad = numpy_linear_backward(self._linears[i], outputs[i], activation_backward(grad, outputs[i + 1]))
         numpy_linear_grads(self._linears[0], outputs[0], activation_backward(grad, outputs[1]))
+
+
+def _numpy_layers(
+    h: np.ndarray,
+    layers: Sequence[tuple[np.ndarray, np.ndarray]],
+    activation: Callable[[np.ndarray], object],
+    outputs: list[np.ndarray] | None = None,
+) -> np.ndarray:
+    """``[N, in]`` through Linear layers ``(W^T, b)``, each activated in place; each layer's
+    output appended to ``outputs`` when given. Returns the last layer's output."""
+    for weight, bias in layers:
+        h = h @ weight
+        h += bias
+        activation(h)
+        if outputs is not None:
+            outputs.append(h)
+    return h
 
 
 def stackable(modules: Sequence[nn.Module]) -> bool:
