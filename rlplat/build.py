@@ -19,6 +19,7 @@ The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -247,7 +248,10 @@ def compile_loss(loss: Loss, name: str) -> None:
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
     skip_repeated_check()  # inductor's check of the CPU's vector instruction sets: once per machine
     if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
-        cast(Any, loss).gradients = torch.compile(cast(Any, loss).gradients, dynamic=False, options=COMPILE_OPTIONS)
+        # compiled under no_grad: the eager method's inference mode is one dynamo cannot trace
+        # (it fails on the version counters of inference tensors)
+        gradients = torch.no_grad()(inspect.unwrap(type(loss).gradients).__get__(loss))
+        cast(Any, loss).gradients = torch.compile(gradients, dynamic=False, options=COMPILE_OPTIONS)
     else:
         loss.compile(dynamic=False, options=COMPILE_OPTIONS)
 

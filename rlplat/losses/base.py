@@ -121,8 +121,8 @@ class Loss(Protocol):
         detached, with the gradient of the summed ``loss_*`` terms written into each
         parameter's ``.grad``; the trainer then calls it instead of back-propagating this
         one's terms (:meth:`rlplat.losses.ppo.PPOLoss.gradients`,
-        :meth:`rlplat.losses.sac.SACLoss.gradients`). A loss that samples draws the same
-        random numbers in both, from torch's generator.
+        :meth:`rlplat.losses.sac.SACLoss.gradients`, both under ``torch.inference_mode``).
+        A loss that samples draws the same random numbers in both, from torch's generator.
         """
         ...
 

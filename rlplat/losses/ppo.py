@@ -143,7 +143,7 @@ class PPOLoss(ActorCriticLoss):
         )
         return _Terms(output, ratio, pg_loss1, pg_loss2, value_clipping)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def gradients(self, batch: TensorDict) -> TensorDict:
         """:meth:`forward`'s terms and diagnostics, without gradients, and the gradient of the
         summed ``loss_*`` terms written into every parameter's ``.grad`` (replaced), in
@@ -155,7 +155,8 @@ class PPOLoss(ActorCriticLoss):
         c_v (V(s_n) - V_target) / N`` (value clipping: that of the larger squared error);
         ``d loss_entropy / d H_n = -c_e / N``. The networks back-propagate them by hand
         (:mod:`rlplat.networks.backward`). The gradients equal autograd's to float rounding
-        (tested) in about half its time.
+        (tested) in about half its time. Runs under ``torch.inference_mode``, as
+        :meth:`rlplat.losses.sac.SACLoss.gradients` does.
 
         Args:
             batch: ``[N]`` samples, as for :meth:`forward`.

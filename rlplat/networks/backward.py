@@ -42,6 +42,19 @@ def weight_and_bias(linear: nn.Linear) -> tuple[Tensor, Tensor]:
     return weight, bias
 
 
+def gradient_of(parameter: Tensor) -> Tensor:
+    """``parameter.grad``, first set to zeros where it is None.
+
+    The zeros are an ordinary tensor even under ``torch.inference_mode`` (where closed-form
+    gradients run, see :meth:`rlplat.losses.sac.SACLoss.gradients`): a tensor created there
+    may not be changed in place outside it, as an optimizer's gradient clip does.
+    """
+    if parameter.grad is None:
+        with torch.inference_mode(False):
+            parameter.grad = torch.zeros_like(parameter)
+    return parameter.grad
+
+
 def write_grad(parameter: Tensor, compute: Callable[..., Tensor], *args: Tensor | int) -> None:
     """Set ``parameter.grad`` to ``compute(*args)``, written into the existing ``.grad`` (``out=``):
     a gradient that is a view of an optimizer's flat buffer stays one.
@@ -51,9 +64,7 @@ def write_grad(parameter: Tensor, compute: Callable[..., Tensor], *args: Tensor 
         compute: A torch function that takes ``out=`` (``torch.mm``, ``torch.sum``, ``torch.mv``).
         args: Its positional arguments (tensors, a dim); the result has the parameter's shape.
     """
-    if parameter.grad is None:
-        parameter.grad = torch.zeros_like(parameter)
-    compute(*args, out=parameter.grad)
+    compute(*args, out=gradient_of(parameter))
 
 
 def linear_grads(linear: nn.Linear, inputs: Tensor, grad_output: Tensor) -> None:
@@ -131,12 +142,8 @@ def stacked_linear_grads(weight: Tensor, bias: Tensor, inputs: Tensor, grad_outp
         inputs: ``[K, N, in]`` or shared ``[N, in]``, the layer's input in the forward pass.
         grad_output: ``[K, N, out]``, dL/d(output).
     """
-    for parameter in (weight, bias):
-        if parameter.grad is None:
-            parameter.grad = torch.zeros_like(parameter)
     k, rows = weight.shape[0], grad_output.shape[1]
-    weight_grad, bias_grad = weight.grad, bias.grad
-    assert weight_grad is not None and bias_grad is not None
+    weight_grad, bias_grad = gradient_of(weight), gradient_of(bias)
     if per_member(rows, weight):
         for member in range(k):
             x = inputs if inputs.dim() == 2 else inputs[member]

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from rlplat.networks.backward import weight_and_bias
+from rlplat.networks.backward import gradient_of, weight_and_bias
 
 # in-place activations of arrays outside autograd
 NUMPY_IN_PLACE: dict[str, Callable[[np.ndarray], object]] = {
@@ -74,9 +74,7 @@ def parameter_array(parameter: Tensor) -> np.ndarray:
 def grad_array(parameter: Tensor) -> np.ndarray:
     """``parameter.grad`` (created as zeros if missing) as a numpy array sharing its memory (a
     cached view): a gradient written into it stays in place, e.g. in an optimizer's flat buffer."""
-    if parameter.grad is None:
-        parameter.grad = torch.zeros_like(parameter)
-    return _cached(_GRAD_VIEWS, parameter, parameter.grad)
+    return _cached(_GRAD_VIEWS, parameter, gradient_of(parameter))
 
 
 class LinearArrays(NamedTuple):

@@ -140,6 +140,21 @@ def test_the_actor_follows_the_critic_of_the_minimum():
     assert_gradient_close(loss.actor.mean.weight.grad, expected["actor.mean.weight"], "actor.mean.weight")
 
 
+def test_gradients_created_in_inference_mode_can_be_clipped_in_place_outside_it():
+    """gradients() runs under torch.inference_mode; a ``.grad`` it has to create is an ordinary
+    tensor, which an optimizer's clip (in place, outside inference mode) can scale."""
+    loss = make_loss()
+    for parameter in loss.parameters():
+        parameter.grad = None
+    output = loss.gradients(make_batch())
+    assert output["loss_qvalue"].is_inference()  # the terms come from inference mode
+    trained = [p for p in loss.parameters() if p.requires_grad]
+    assert all(p.grad is not None and not p.grad.is_inference() for p in trained)
+    norm = torch.nn.utils.clip_grad_norm_(trained, max_norm=1e-3)
+    assert float(norm) > 1e-3
+    assert float(torch.nn.utils.get_total_norm([p.grad for p in trained])) == pytest.approx(1e-3, rel=1e-4)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [{"activation": "gelu"}, {"torso": "wide"}, {"analytic_gradients": False}],
