@@ -75,6 +75,7 @@ class ReplayBuffer:
         self._storage: TensorDict | None = None
         self._keys: list[Any] = []  # the storage's leaf keys, nested ones as tuples
         self._flat: list[torch.Tensor] = []  # its leaves, [length * B, ...] each
+        self._flat_arrays: list[np.ndarray] = []  # the same as numpy arrays, on the CPU
         self._writable: list[torch.Tensor | np.ndarray] = []  # its leaves [length, B, ...], numpy on the CPU
         self._head = 0  # next row to write
         self._rows = 0  # rows written, at most the storage length
@@ -108,6 +109,7 @@ class ReplayBuffer:
         self._keys = list(storage.keys(include_nested=True, leaves_only=True))
         leaves = [storage.get(key) for key in self._keys]
         self._flat = [leaf.flatten(0, 1) for leaf in leaves]  # [length * B, ...]: env b of row t at t * B + b
+        self._flat_arrays = [leaf.numpy() for leaf in self._flat] if self._flat[0].device.type == "cpu" else []
         self._writable = [leaf.numpy() if leaf.device.type == "cpu" else leaf for leaf in leaves]
 
     def __len__(self) -> int:
@@ -122,20 +124,25 @@ class ReplayBuffer:
         starts = self._rows - L + 1  # windows that do not run past the newest row
         if starts < 1:
             raise RuntimeError(f"replay buffer holds {self._rows} steps per env, fewer than a sequence of {L}")
-        oldest = self._head if self._rows == length else 0
+        if L == 1:
+            # one draw per sample over the (row, env) pairs held: row t of env b is t * B + b of
+            # the flat leaves (rows in storage order: uniform whether it has wrapped around or not)
+            index = torch.randint(self._rows * B, (self.batch_size,))
+            if self._flat_arrays:  # CPU storage: numpy's gather costs half of torch's at these sizes
+                rows = index.numpy()
+                batch = [torch.from_numpy(np.take(leaf, rows, axis=0)) for leaf in self._flat_arrays]
+            else:
+                index = index.to(self._storage.device)
+                batch = [torch.index_select(leaf, 0, index) for leaf in self._flat]  # the same gather, fewer checks
+            return TensorDict(dict(zip(self._keys, batch)), batch_size=index.shape)
         rows = torch.randint(starts, (self.batch_size,))
         env = torch.randint(B, (self.batch_size,))
+        oldest = self._head if self._rows == length else 0
         if oldest:  # the storage has wrapped around: the oldest row is at the head
             rows = (rows + oldest) % length
-        if L > 1:
-            rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
-            env = env.unsqueeze(1)
-        index = (rows * B + env).to(self._storage.device)  # into each leaf's [length * B] rows
-        if L > 1:
-            batch = [leaf[index] for leaf in self._flat]
-        else:
-            batch = [torch.index_select(leaf, 0, index) for leaf in self._flat]  # the same gather, fewer checks
-        return TensorDict(dict(zip(self._keys, batch)), batch_size=index.shape)
+        rows = (rows.unsqueeze(1) + torch.arange(L)) % length  # [N, L]
+        index = (rows * B + env.unsqueeze(1)).to(self._storage.device)  # into each leaf's [length * B] rows
+        return TensorDict(dict(zip(self._keys, [leaf[index] for leaf in self._flat])), batch_size=index.shape)
 
     def batches(self) -> Iterator[TensorDict]:
         """The sampled batches earned since the last call (none before ``learning_starts``)."""
@@ -161,4 +168,5 @@ class ReplayBuffer:
             self._use(TensorDict(state["storage"], batch_size=state["storage_shape"]))
             self._head, self._rows = int(state["head"]), int(state["rows"])
         else:
-            self._storage, self._keys, self._flat, self._writable, self._head, self._rows = None, [], [], [], 0, 0
+            self._storage, self._keys, self._head, self._rows = None, [], 0, 0
+            self._flat, self._flat_arrays, self._writable = [], [], []

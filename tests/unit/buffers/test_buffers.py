@@ -52,6 +52,21 @@ def test_replay_windows_are_consecutive_steps_of_one_env_across_wraparound():
     assert steps.min() >= 8 and steps.max() <= 13  # only the 6 newest steps per env remain
 
 
+@pytest.mark.parametrize("rollouts,held", [(2, range(0, 4)), (7, range(8, 14))], ids=["filling", "wrapped"])
+def test_replay_samples_every_held_transition_and_nothing_else(rollouts, held):
+    """Single steps drawn uniformly over the (row, env) pairs held: before the storage is full
+    (no unwritten row) and after it wrapped around (only the newest rows)."""
+    buffer = ReplayBuffer((2, 2), capacity=12, batch_size=10, learning_starts=0)
+    for i in range(rollouts):  # 6 rows per env; wraps around after three rollouts
+        buffer.extend(rollout(2 * i, 2, 2))
+    assert buffer.sample()["x"].shape == (10,)
+    x = torch.cat([buffer.sample()["x"] for _ in range(400)])
+    expected = {100.0 * b + t for b in range(2) for t in held}
+    values, counts = torch.unique(x, return_counts=True)
+    assert set(values.tolist()) == expected
+    assert counts.min() > 4000 / len(expected) / 2  # uniform: each about N / pairs times
+
+
 def test_replay_capacity_too_small_for_a_rollout_is_found_at_construction():
     with pytest.raises(ConfigError, match=r"buffer.capacity=4: holds 2 steps per env .*collector.steps_per_env=4"):
         ReplayBuffer((4, 2), capacity=4, batch_size=2, learning_starts=0)
