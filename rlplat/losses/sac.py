@@ -116,7 +116,7 @@ class SACLoss(nn.Module):
         q = self.critics(observation, action)  # [K, N, 1]
         new_action, log_prob = self.actor(observation, noise=noise[0])  # reparameterised
         q_new = self.critics(observation, new_action, frozen=True).min(0).values  # [N, 1]; critics not moved
-        return self._terms(q, target, alpha, log_prob, q_new)
+        return self._terms(q, q - target, alpha, log_prob, q_new)
 
     @torch.inference_mode()
     def gradients(self, batch: TensorDict) -> TensorDict:
@@ -161,16 +161,16 @@ class SACLoss(nn.Module):
         q, q_saved = self.critics.forward_saving(observation, action)  # [K, N, 1]
         q_new_all, q_new_saved = self.critics.forward_saving(observation, new_action)  # [K, N, 1]
         q_new, critic_index = q_new_all.min(0)  # [N, 1]
-        output = self._terms(q, target, alpha, log_prob, q_new)
+        td_error = q - target  # [K, N, 1]
+        output = self._terms(q, td_error, alpha, log_prob, q_new)
 
-        self.critics.backward(q_saved, (q - target).mul_(1.0 / n), action_grad=False)
+        self.critics.backward(q_saved, td_error.mul_(1.0 / n), action_grad=False)
         grad_q_new = torch.zeros_like(q_new_all).scatter_(0, critic_index.unsqueeze(0), -1.0 / n)
         grad_action = self.critics.backward(q_new_saved, grad_q_new, trained=False)  # [N, A]; critics held fixed
         assert grad_action is not None
         self.actor.backward(actor_saved.first(n), grad_action, alpha * (1.0 / n))
-        if self.log_alpha.requires_grad:
-            grad_log_alpha = -(log_prob + self.target_entropy).mean()
-            gradient_of(self.log_alpha).copy_(grad_log_alpha)
+        if self.log_alpha.requires_grad:  # -mean(log pi + H_target) = entropy - H_target
+            torch.sub(output["entropy"], self.target_entropy, out=gradient_of(self.log_alpha))
         return output
 
     def _noise(self, action: Tensor) -> Tensor:
@@ -187,23 +187,24 @@ class SACLoss(nn.Module):
         else:
             next_q_all = self.critics_target(next_observation, next_action)
         next_q = next_q_all.min(0).values  # [N, 1]
-        soft_value = next_q - alpha * next_log_prob.unsqueeze(-1)
-        not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
-        return batch[keys.NEXT_REWARD] + self.gamma * not_terminated * soft_value
+        soft_value = (next_q - alpha * next_log_prob.unsqueeze(-1)).masked_fill_(batch[keys.NEXT_TERMINATED], 0.0)
+        return torch.add(batch[keys.NEXT_REWARD], soft_value, alpha=self.gamma)
 
-    def _terms(self, q: Tensor, target: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
-        """The loss output from ``[K, N, 1]`` Q(s, a), ``[N, 1]`` targets, ``[N]`` log pi of the
-        new actions and ``[N, 1]`` min_k Q_k(s, a~)."""
-        loss_qvalue = 0.5 * (q - target).pow(2).mean((1, 2)).sum()
-        loss_actor = (alpha * log_prob - q_new.squeeze(-1)).mean()
-        loss_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+    def _terms(self, q: Tensor, td_error: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
+        """The loss output from ``[K, N, 1]`` Q(s, a) and TD errors ``Q(s, a) - y``, ``[N]`` log pi
+        of the new actions and ``[N, 1]`` min_k Q_k(s, a~), through means of ``[N]`` values
+        (one reduction each: ``mean(alpha log pi - Q) = alpha mean(log pi) - mean(Q)``)."""
+        n = td_error.shape[1]
+        errors = td_error.flatten()
+        mean_log_prob = log_prob.mean()
+        entropy = -mean_log_prob.detach()
         return TensorDict(
             {
-                "loss_qvalue": loss_qvalue,
-                "loss_actor": loss_actor,
-                "loss_alpha": loss_alpha,
+                "loss_qvalue": errors.dot(errors) * (0.5 / n),  # sum over the K critics of their mean
+                "loss_actor": alpha * mean_log_prob - q_new.mean(),
+                "loss_alpha": self.log_alpha * (entropy - self.target_entropy),
                 "alpha": alpha,
-                "entropy": -log_prob.detach().mean(),
+                "entropy": entropy,
                 "q_mean": q.detach().mean(),
             },
             batch_size=[],
