@@ -250,7 +250,7 @@ def compile_loss(loss: Loss, name: str) -> None:
     if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
         # compiled under no_grad: the eager method's inference mode is one dynamo cannot trace
         # (it fails on the version counters of inference tensors)
-        gradients = torch.no_grad()(inspect.unwrap(type(loss).gradients).__get__(loss))
+        gradients = torch.no_grad()(inspect.unwrap(cast(Any, type(loss)).gradients).__get__(loss))
         cast(Any, loss).gradients = torch.compile(gradients, dynamic=False, options=COMPILE_OPTIONS)
     else:
         loss.compile(dynamic=False, options=COMPILE_OPTIONS)

@@ -129,8 +129,8 @@ class ReplayBuffer:
             # the flat leaves (rows in storage order: uniform whether it has wrapped around or not)
             index = torch.randint(self._rows * B, (self.batch_size,))
             if self._flat_arrays:  # CPU storage: numpy's gather costs half of torch's at these sizes
-                rows = index.numpy()
-                batch = [torch.from_numpy(np.take(leaf, rows, axis=0)) for leaf in self._flat_arrays]
+                flat_rows = index.numpy()
+                batch = [torch.from_numpy(np.take(leaf, flat_rows, axis=0)) for leaf in self._flat_arrays]
             else:
                 index = index.to(self._storage.device)
                 batch = [torch.index_select(leaf, 0, index) for leaf in self._flat]  # the same gather, fewer checks
