@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 BIN = Path(sys.executable).parent
 
@@ -56,6 +57,12 @@ TINY_OFF_POLICY = [
 """Overrides that shrink any off-policy run to a couple of seconds."""
 
 OFF_POLICY = ("dqn", "ddpg", "td3", "sac")
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
+]
+"""``trainer.device`` values to parametrize a test over: ``cuda`` runs where torch sees a GPU."""
 
 FRAME_ENVS = ("pong",)
 """Env presets of image frames: on-policy algorithms only, until replay stores frames as uint8;

@@ -6,7 +6,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, make_trainer
+from conftest import DEVICES, TINY, make_trainer
 from tensordict import TensorDict
 
 from rlplat import keys
@@ -72,15 +72,16 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("action_space,activation,kwargs", CASES)
-def test_closed_form_gradients_equal_autograds(action_space, activation, kwargs, dtype):
+def test_closed_form_gradients_equal_autograds(action_space, activation, kwargs, dtype, device):
     """On the CPU in float32 without value clipping the closed form runs in numpy, else in torch."""
     loss = make_loss(action_space, activation, **kwargs)
-    batch = make_batch(loss, action_space).apply(lambda x: x.to(dtype) if x.is_floating_point() else x)
-    loss = loss.to(dtype)
+    batch = make_batch(loss, action_space).apply(lambda x: x.to(dtype) if x.is_floating_point() else x).to(device)
+    loss = loss.to(dtype).to(device)
     assert loss.analytic_gradients
-    assert loss.agent.numpy_passes is (dtype == torch.float32)
+    assert loss.agent.numpy_passes is (dtype == torch.float32 and device == "cpu")
     expected_output, expected = autograd_gradients(loss, batch)
     clipped = float(expected_output["clip_fraction"])
     assert 0.0 < clipped < 1.0  # both branches of the clipped objective are exercised
@@ -128,13 +129,15 @@ def _trainer(overrides: list[str], tmp_path) -> Trainer:
     return make_trainer(["algo=ppo", "tracking.enabled=false", *TINY, *overrides], tmp_path)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("env", ["pendulum", "cartpole"])
-def test_a_rollouts_updates_match_autograds_through_the_trainer(env, tmp_path):
+def test_a_rollouts_updates_match_autograds_through_the_trainer(env, tmp_path, device):
     """Same seed, one rollout of updates (flat gradient buffers, joint clip, Adam): the same
     parameters, to float rounding, with closed-form gradients as with autograd."""
     params = {}
     for analytic in (True, False):
-        trainer = _trainer([f"env={env}", f"loss.analytic_gradients={str(analytic).lower()}"], tmp_path)
+        overrides = [f"env={env}", f"loss.analytic_gradients={str(analytic).lower()}", f"trainer.device={device}"]
+        trainer = _trainer(overrides, tmp_path)
         parts = trainer.parts
         assert parts.loss.analytic_gradients is analytic
         trainer._buffer(parts.collector.rollout())  # as Trainer.fit: only the loss's in_keys

@@ -7,7 +7,7 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from conftest import make_trainer
+from conftest import DEVICES, make_trainer
 from tensordict import TensorDict
 
 from rlplat import keys
@@ -85,10 +85,11 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kwargs,n", CASES)
-def test_closed_form_gradients_equal_autograds(kwargs, n):
-    loss = make_loss(**kwargs)
-    batch = make_batch(n)
+def test_closed_form_gradients_equal_autograds(kwargs, n, device):
+    loss = make_loss(**kwargs).to(device)
+    batch = make_batch(n).to(device)
     assert loss.analytic_gradients
     expected_output, expected = autograd_gradients(loss, batch, seed=5)
     assert ("log_alpha" in expected) is loss.log_alpha.requires_grad
@@ -189,11 +190,13 @@ def test_per_member_products_only_for_wide_value_heads():
     assert not per_member(256, torch.empty(2, 256, 256))  # bmm is as fast as K products there
 
 
-def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path, device):
     """Same seed, updates on the same sampled batches (flat gradient buffers, three fused
     Adams, Polyak targets): the same parameters, to float rounding, either way."""
     overrides = [
         "algo=sac",
+        f"trainer.device={device}",
         "env=pendulum",
         "~tuned",  # one update per frame
         "tracking.enabled=false",
@@ -220,10 +223,12 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path):
         torch.testing.assert_close(closed_form, autograd, rtol=1e-4, atol=1e-5)
 
 
-def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, device):
     """trainer.compile=true compiles SAC's gradients: those of autograd on the same batch and
     draws, to float32 rounding."""
     overrides = ["algo=sac", "env=pendulum", "tracking.enabled=false", "trainer.compile=true", "buffer.batch_size=32"]
+    overrides.append(f"trainer.device={device}")
     trainer = make_trainer(overrides, tmp_path)
     parts = trainer.parts
     loss = parts.loss
