@@ -15,8 +15,10 @@ ratios of the same repetition, with a 95% percentile-bootstrap interval
    frames per second of the training loop.
 2. ``sac``: framework overhead of SAC, 256 x 256, one update of batch 256 per frame
    (``settings.SAC_OVERHEAD``), against the arithmetic bound computed from the measured
-   matrix-product rate; and rlplat alone at smaller sizes: 64 x 64 at the same batch and
-   replay ratio, and its own SAC preset.
+   matrix-product rate, and against the update's matrix products run alone
+   (``rlplat_run.py:sac_products_ms``: what an update would cost with no framework at all);
+   and rlplat alone at smaller sizes: 64 x 64 at the same batch and replay ratio, and its
+   own SAC preset.
 3. ``target``: seconds to the first evaluation at or above the threshold with each
    library's best preset, evaluated every 5,000 frames on 10 episodes: from the command's
    start, and of training alone. rlplat's MLflow store exists before the first timed run
@@ -279,9 +281,16 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
             "rlplat 64x64 compiled": [],
             "rlplat preset": [],
         }
-        gflops = []
+        gflops, products_ms = [], []
         for rep in range(repeats):
-            gflops.append(run([here, str(PEERS / "rlplat_run.py"), "matmul"]).result["gflops"])
+            rates = run([here, str(PEERS / "rlplat_run.py"), "matmul"]).result
+            if abs(rates["sac_products_mflop"] - sac_update_mflop()) > 1e-6:
+                raise RuntimeError(
+                    f"rlplat_run.py's SAC products are {rates['sac_products_mflop']} MFLOP, "
+                    f"sac_update_mflop counts {sac_update_mflop()}: the two accountings differ"
+                )
+            gflops.append(rates["gflops"])
+            products_ms.append(rates["sac_products_ms"])
             seed = f"seed={rep}"
             runs["rlplat"].append(rlplat.train([*_sac_overrides(), seed])["time/fps"])
             runs["rlplat compiled"].append(rlplat.train([*_sac_overrides(), seed, "trainer.compile=true"])["time/fps"])
@@ -297,6 +306,7 @@ def measure_rows(rows: Sequence[str], repeats: int, peers_python: str, folder: P
             "fps": runs,
             "matmul_gflops": gflops,
             "update_mflop": sac_update_mflop(),
+            "products_ms": products_ms,
         }
 
     if "target" in rows:
@@ -427,6 +437,10 @@ def summarize(measured: dict[str, Any]) -> dict[str, Any]:
         summary["sac"]["fraction_of_bound"] = summary["sac"]["median_fps"]["rlplat"] / bound
         summary["sac"]["compiled_fraction_of_bound"] = summary["sac"]["median_fps"]["rlplat compiled"] / bound
         summary["sac"]["matmul_gflops"] = gflops
+        products = 1e3 / statistics.median(measured["sac"]["products_ms"])
+        summary["sac"]["products_fps"] = products
+        summary["sac"]["fraction_of_products"] = summary["sac"]["median_fps"]["rlplat"] / products
+        summary["sac"]["compiled_fraction_of_products"] = summary["sac"]["median_fps"]["rlplat compiled"] / products
     if "target" in measured:
         summary["target"] = {}
         for name, entry in measured["target"].items():
@@ -519,6 +533,9 @@ def render(results: dict[str, Any]) -> str:
             f"| arithmetic bound ({s['sac']['matmul_gflops']:.0f} GFLOP/s measured on 256-wide products, "
             f"{results['measured']['sac']['update_mflop']:.0f} MFLOP per update) | {s['sac']['bound_fps']:,.1f} "
             f"| {s['sac']['fraction_of_bound']:.2f} | {s['sac']['compiled_fraction_of_bound']:.2f} |",
+            f"| the update's matrix products alone, in a loop of their own (torch, one thread: "
+            f"{s['sac']['products_fps'] / s['sac']['bound_fps']:.2f} of the bound) | {s['sac']['products_fps']:,.1f} "
+            f"| {s['sac']['fraction_of_products']:.2f} | {s['sac']['compiled_fraction_of_products']:.2f} |",
             "",
             "| SAC, Pendulum, rlplat at smaller sizes, 10,000 frames, frames/s | median |",
             "|---|---:|",
