@@ -45,6 +45,12 @@ def read_run_file(run_dir: Path) -> dict[str, str]:
         raise ConfigError(f"{str(path)!r} cannot be read ({error})") from error
 
 
+def write_run_file(run_dir: Path, run_id: str, tracking_uri: str, experiment_id: str) -> None:
+    """Write the run directory's :data:`RUN_FILE` for the MLflow run ``run_id``."""
+    record = {"run_id": run_id, "tracking_uri": tracking_uri, "experiment_id": experiment_id}
+    (Path(run_dir) / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+
+
 def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
     """The run directory of an MLflow run, from its :data:`RUN_DIR_TAG` tag.
 
@@ -74,6 +80,39 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
     return Path(run_dir)
 
 
+def run_of_dir(run_dir: Path, tracking_uri: str, experiment: str) -> tuple[str, str] | None:
+    """``(run id, experiment id)`` of the MLflow run whose :data:`RUN_DIR_TAG` is ``run_dir``,
+    for a run directory without a :data:`RUN_FILE`: its process was killed after its first
+    checkpoint and before the record was written (the run itself is created beside the
+    training, by the tracker's process, which outlives it). None when the store, the
+    experiment or such a run does not exist (the newest when there are several).
+    """
+    import logging
+
+    from mlflow import MlflowClient
+
+    from rlplat.tags import RUN_DIR_TAG
+    from rlplat.tracking.store import store_lock
+
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        return None
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    with store_lock(tracking_uri):  # a killed run's tracker may still be creating the store
+        client = MlflowClient(tracking_uri=tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+    wanted = str(Path(run_dir).resolve())
+    quote = "'" if "'" not in wanted else '"'
+    runs = client.search_runs(
+        [found.experiment_id],
+        filter_string=f"tags.`{RUN_DIR_TAG}` = {quote}{wanted}{quote}",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return (runs[0].info.run_id, found.experiment_id) if runs else None
+
+
 def locate(
     key: str, target: str, tracking_uri: str, which: Literal["final", "newest"] = "final", warn: Any = None
 ) -> Located:
@@ -101,16 +140,23 @@ def locate(
         if "/" in target or target.endswith(".pt"):
             raise ConfigError(f"{key}={target!r}: no such file or directory")
         path = run_dir_of(key, target, tracking_uri)
+        run = (target, tracking_uri)  # the run found, whether or not its directory recorded it
+    else:
+        run = None
     final = path / CHECKPOINT_DIR / FINAL
     if which == "final" and final.is_file():
-        return _located(final, load_checkpoint(final), path)
+        return _located(final, load_checkpoint(final), path, run)
     try:
         checkpoint, state = load_newest(path, warn)
     except CheckpointError as error:
         raise CheckpointError(f"{key}={target!r}: {error}") from error
-    return _located(checkpoint, state, path)
+    return _located(checkpoint, state, path, run)
 
 
-def _located(checkpoint: Path, state: dict[str, Any], run_dir: Path | None) -> Located:
+def _located(
+    checkpoint: Path, state: dict[str, Any], run_dir: Path | None, run: tuple[str, str] | None = None
+) -> Located:
+    """``run`` (id, store) when the run was looked up by id; else the run directory's record."""
     record = read_run_file(run_dir) if run_dir is not None else {}
-    return Located(checkpoint, state, run_dir, record.get("run_id"), record.get("tracking_uri"))
+    run_id, uri = run or (record.get("run_id"), record.get("tracking_uri"))
+    return Located(checkpoint, state, run_dir, run_id, uri)

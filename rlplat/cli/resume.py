@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
-from rlplat.cli.locate import locate, read_run_file
+from rlplat.cli.locate import locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 
@@ -83,11 +84,48 @@ def resume_run(target: str, tracking_uri: str) -> None:
             file=sys.stderr,
         )
         title = f"{config['loss']['name']} / resumed / seed {config['seed']}"
-        run = located.run_id if built.tracking.enabled else None
+        run, tags = located.run_id, {}
+        tracking = built.tracking
+        if tracking.enabled and not read_run_file(located.run_dir):  # killed before it recorded its run
+            found = run_of_dir(located.run_dir, tracking.uri, tracking.experiment)
+            if found is not None:
+                run = found[0]
+                write_run_file(located.run_dir, run, tracking.uri, found[1])
+            else:
+                _warn(
+                    f"{located.run_dir} has no MLflow run in {tracking.uri} (stopped before one was created): "
+                    "the resumed run is recorded as a new run"
+                )
+                tags = _new_run_tags(config, located.run_dir, target)
         callbacks = video_callbacks(built, located.run_dir, start_frames=frames)
-        run_training(built, RunSpec(located.run_dir, title, resume_run=run, state=located.state, callbacks=callbacks))
+        spec = RunSpec(
+            located.run_dir,
+            title,
+            tags=tags,
+            resume_run=run if tracking.enabled else None,
+            state=located.state,
+            callbacks=callbacks,
+        )
+        run_training(built, spec)
     finally:
         built.parts.close()
+
+
+def _new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:
+    """The tags of a new MLflow run for a resumed run directory that has none: algo and env
+    as Hydra chose them (its ``.hydra/hydra.yaml``), else the loss's name and the env's id."""
+    from omegaconf import OmegaConf
+
+    from rlplat import __version__
+    from rlplat.tracking.records import run_tags
+
+    choices: dict[str, Any] = {}
+    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    if hydra_file.is_file():
+        choices = dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
+    algo = str(choices.get("algo") or config["loss"]["name"])
+    env = str(choices.get("env") or config["env"].get("id", config["env"]["name"]))
+    return run_tags(algo, env, int(config["seed"]), __version__, f"rlplat-train resume={target}", Path.cwd())
 
 
 def resume_sweep(sweep_dir: Path) -> int:

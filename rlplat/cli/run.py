@@ -23,7 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.checkpoint import periodic_checkpoints
-from rlplat.cli.locate import RUN_FILE
+from rlplat.cli.locate import RUN_FILE, write_run_file
 from rlplat.command_line import start_up_done
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
 
@@ -237,8 +237,7 @@ class RunRecord:
         run_id = self.tracker.started()
         if self.spec.reporter is not None:
             self.spec.reporter.link_run(run_id)
-        record = {"run_id": run_id, "tracking_uri": self.uri, "experiment_id": self.tracker.experiment_id}
-        (self.spec.output_dir / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        write_run_file(self.spec.output_dir, run_id, self.uri, self.tracker.experiment_id)
         self.written = True
 
     def run_exists(self, finished: bool) -> bool:

@@ -26,7 +26,9 @@ The child ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group):
 ends the run, KILLED, as it would in-process. A parent that dies without ending the run
 (``kill -9``) closes the pipe, and one that closes it without ending the run sends ``close``;
 the child then ends the run FAILED, so that it does not stay RUNNING, and a resume reopens it
-as usual.
+as usual. That holds too when the parent dies while the child is still creating the run
+(a new store's tables take seconds): the run is created, its id cannot be sent, and it ends
+FAILED.
 
 This module imports neither MLflow nor torch.
 """
@@ -102,6 +104,7 @@ def _serve(connection: Connection) -> None:
             if tracker is not None:
                 tracker.end("FAILED")
             return
+        answer: tuple[str, Any] | None = None
         try:
             if tracker is None:
                 tracker = Tracker(uri, experiment, artifact_location)
@@ -109,9 +112,16 @@ def _serve(connection: Connection) -> None:
             if method == "start" or method == "reopen":
                 result = (result, tracker.experiment_id)
             if reply:
-                connection.send(("ok", result))
+                answer = ("ok", result)
         except BaseException as error:
-            connection.send(("error", _portable(error)))
+            answer = ("error", _portable(error))
+        if answer is not None:
+            try:
+                connection.send(answer)
+            except OSError:  # the parent died while this call ran (e.g. killed while a new store was made)
+                if tracker is not None:
+                    tracker.end("FAILED")
+                return
         if method == "end":
             return
 

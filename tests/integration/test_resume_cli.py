@@ -17,6 +17,8 @@ import pytest
 from conftest import BIN, cli
 from mlflow import MlflowClient
 
+from rlplat.tracking.store import store_lock
+
 PPO = [
     "algo=ppo",
     "env=cartpole",
@@ -44,11 +46,17 @@ SAC = [
 ]
 
 
-def start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:
+def start(args: list[str], cwd: Path, new_session: bool = False, **env: str) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     full.update(env)
     return subprocess.Popen(
-        [str(BIN / "rlplat-train"), *args], cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [str(BIN / "rlplat-train"), *args],
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
     )
 
 
@@ -57,6 +65,27 @@ def only_run(store: str):
     runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
     assert len(runs) == 1, [r.info.run_id for r in runs]
     return client, runs[0]
+
+
+def orphan_ended_run(store: str, timeout: float = 120):
+    """The run of a training process killed with SIGKILL, once its tracker's child process
+    (which outlives it) has ended it FAILED.
+
+    The child may still be creating a new store's tables when the parent dies: MLflow's
+    client, opening the store at that moment, would run the same migrations beside it (rlplat
+    opens a store under :func:`store_lock`, as this does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with store_lock(store):
+            client = MlflowClient(tracking_uri=store)
+        experiment = client.get_experiment_by_name("rlplat")
+        runs = [] if experiment is None else client.search_runs([experiment.experiment_id])
+        if len(runs) == 1 and runs[0].info.status != "RUNNING":
+            assert runs[0].info.status == "FAILED", runs[0].info.status
+            return runs[0]
+        assert len(runs) <= 1, [r.info.run_id for r in runs]
+        assert time.monotonic() < deadline, f"the killed run was not ended FAILED: {runs}"
+        time.sleep(0.1)
 
 
 def run_dir(cwd: Path) -> Path:
@@ -87,7 +116,7 @@ def kill_and_resume(args: list[str], budget: int, tmp_path: Path, store: str, se
     time.sleep(random.Random(seed).uniform(0.0, 2.0))
     process.send_signal(signal.SIGKILL)
     process.wait()
-    _, run = only_run(store)
+    run = orphan_ended_run(store)
     result = cli("rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stderr
@@ -104,6 +133,51 @@ def test_sigkill_then_resume_finishes_the_same_run(tmp_path, store):
 def test_sigkill_at_random_moments_then_resume(algo, moment, tmp_path, store):
     args, budget = (PPO, 12288) if algo == "ppo" else (SAC, 2400)
     kill_and_resume(args, budget, tmp_path, store, seed=moment + (100 if algo == "sac" else 0))
+
+
+SHORT = [arg for arg in PPO if not arg.startswith("trainer.total_frames")] + ["trainer.total_frames=4096"]
+
+
+def kill_before_the_run_is_recorded(tmp_path: Path, store: str, whole_group: bool) -> Path:
+    """Start a run on a new store whose creation is held up (its lock is held here), kill it
+    (and, ``whole_group``, its tracker's process) with SIGKILL once it wrote a checkpoint,
+    then let the store be created. Returns the run directory, which has no run record."""
+    with store_lock(store):  # the tracker's child waits for it to create the store
+        process = start([*SHORT, f"tracking.uri={store}"], tmp_path, new_session=True)
+        wait_for_checkpoint(tmp_path, process)
+        time.sleep(0.5)  # past the next log step, where training waits for its MLflow run
+        if whole_group:
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.send_signal(signal.SIGKILL)
+        process.wait()
+    directory = next((tmp_path / "outputs").rglob("step_*.pt")).parent.parent
+    assert not (directory / "rlplat_run.json").exists()
+    return directory
+
+
+@pytest.mark.parametrize("target", ["run id", "run dir"])
+def test_killed_while_the_store_is_created_the_run_ends_failed_and_resumes(target, tmp_path, store):
+    directory = kill_before_the_run_is_recorded(tmp_path, store, whole_group=False)
+    run = orphan_ended_run(store)  # created by the tracker's process after the training's death
+    assert run.data.tags["rlplat.run_dir"] == str(directory)
+    resume = run.info.run_id if target == "run id" else str(directory)
+    result = cli("rlplat-train", f"resume={resume}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    check_finished(store, 4096)  # the same run, FINISHED
+    assert json.loads((directory / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
+
+
+def test_killed_with_its_tracker_before_the_run_exists_resumes_as_a_new_run(tmp_path, store):
+    directory = kill_before_the_run_is_recorded(tmp_path, store, whole_group=True)
+    result = cli("rlplat-train", f"resume={directory}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "the resumed run is recorded as a new run" in result.stderr
+    client, run = only_run(store)
+    check_finished(store, 4096)
+    tags = run.data.tags
+    assert (tags["algo"], tags["env"], tags["seed"], tags["rlplat.run_dir"]) == ("ppo", "cartpole", "0", str(directory))
+    assert json.loads((directory / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
