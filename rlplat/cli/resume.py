@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlplat.checkpoint import CHECKPOINT_DIR
 from rlplat.cli.locate import locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
@@ -137,20 +138,25 @@ def resume_sweep(sweep_dir: Path) -> int:
     parents, failed = set(), 0
     for job in jobs:
         record = read_run_file(job)
-        if not record:
+        if record:
+            run = MlflowClient(tracking_uri=record["tracking_uri"]).get_run(record["run_id"])
+            parents.add((record["tracking_uri"], run.data.tags.get("mlflow.parentRunId")))
+            if run.info.status == "FINISHED":
+                print(f"rlplat-train: job {job.name} finished already ({record['run_id']})", file=sys.stderr)
+                continue
+        elif not any((job / CHECKPOINT_DIR).glob("step_*.pt")):
             _warn(f"job {job.name} never started a run; rerun the sweep's command for it")
             continue
-        client = MlflowClient(tracking_uri=record["tracking_uri"])
-        run = client.get_run(record["run_id"])
-        parents.add((record["tracking_uri"], run.data.tags.get("mlflow.parentRunId")))
-        if run.info.status == "FINISHED":
-            print(f"rlplat-train: job {job.name} finished already ({record['run_id']})", file=sys.stderr)
-            continue
+        # a job without a record but with a checkpoint was killed before it recorded its run:
+        # resume_run finds the run by its directory (the URI is only for run ids)
         try:
-            resume_run(str(job), record["tracking_uri"])
+            resume_run(str(job), record.get("tracking_uri", ""))
         except (ConfigError, PluginError) as error:
             _warn(f"job {job.name} not resumed: {error}")
             failed += 1
+        if not record and (written := read_run_file(job)):  # the record the resume wrote
+            run = MlflowClient(tracking_uri=written["tracking_uri"]).get_run(written["run_id"])
+            parents.add((written["tracking_uri"], run.data.tags.get("mlflow.parentRunId")))
     for uri, parent in parents:
         if parent:
             MlflowClient(tracking_uri=uri).set_terminated(parent, status="FINISHED")

@@ -267,7 +267,10 @@ def test_nan_reward_ends_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_p
     assert out.stdout.strip() == "2048"
 
 
-def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(tmp_path, store):
+@pytest.mark.parametrize("record", ["kept", "lost"])
+def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(record, tmp_path, store):
+    """``lost``: job 1 as if killed before it wrote its run record (``rlplat_run.json``): the
+    resume finds its run by the run directory's tag."""
     args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir=sweep"]
     process = start(args, tmp_path)
     deadline = time.monotonic() + 240
@@ -276,6 +279,8 @@ def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(tmp_path, store):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    if record == "lost":
+        (tmp_path / "sweep" / "1" / "rlplat_run.json").unlink(missing_ok=True)
     result = cli("rlplat-train", f"resume={tmp_path / 'sweep'}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "job 0 finished already" in result.stderr
