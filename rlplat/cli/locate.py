@@ -51,6 +51,14 @@ def write_run_file(run_dir: Path, run_id: str, tracking_uri: str, experiment_id:
     (Path(run_dir) / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
 
 
+def _no_sqlite_store(tracking_uri: str) -> bool:
+    """Whether ``tracking_uri`` names an sqlite store whose file does not exist (opening it
+    would create it)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return False
+    return not Path(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0]).is_file()
+
+
 def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
     """The run directory of an MLflow run, from its :data:`RUN_DIR_TAG` tag.
 
@@ -63,7 +71,7 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
     from mlflow.exceptions import MlflowException
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # no store-creation chatter on the console
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+    if _no_sqlite_store(tracking_uri):
         raise ConfigError(f"{key}={run_id!r}: no run with this id: there is no store at {tracking_uri}")
     try:
         run = MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
@@ -94,7 +102,7 @@ def run_of_dir(run_dir: Path, tracking_uri: str, experiment: str) -> tuple[str, 
     from rlplat.tags import RUN_DIR_TAG
     from rlplat.tracking.store import store_lock
 
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+    if _no_sqlite_store(tracking_uri):
         return None
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     with store_lock(tracking_uri):  # a killed run's tracker may still be creating the store

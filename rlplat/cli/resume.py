@@ -18,6 +18,7 @@ from rlplat.checkpoint import CHECKPOINT_DIR
 from rlplat.cli.locate import locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
+from rlplat.tags import PARENT_TAG
 
 SWEEP_FILE = "multirun.yaml"  # Hydra writes it at the top of every sweep directory
 ALLOWED = ("resume", "tracking.uri")
@@ -136,11 +137,17 @@ def resume_sweep(sweep_dir: Path) -> int:
 
     jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
     parents, failed = set(), 0
+
+    def recorded_run(record: dict[str, str]) -> Any:
+        """The job's MLflow run; its sweep's parent run is noted to end FINISHED."""
+        run = MlflowClient(tracking_uri=record["tracking_uri"]).get_run(record["run_id"])
+        parents.add((record["tracking_uri"], run.data.tags.get(PARENT_TAG)))
+        return run
+
     for job in jobs:
         record = read_run_file(job)
         if record:
-            run = MlflowClient(tracking_uri=record["tracking_uri"]).get_run(record["run_id"])
-            parents.add((record["tracking_uri"], run.data.tags.get("mlflow.parentRunId")))
+            run = recorded_run(record)
             if run.info.status == "FINISHED":
                 print(f"rlplat-train: job {job.name} finished already ({record['run_id']})", file=sys.stderr)
                 continue
@@ -155,8 +162,7 @@ def resume_sweep(sweep_dir: Path) -> int:
             _warn(f"job {job.name} not resumed: {error}")
             failed += 1
         if not record and (written := read_run_file(job)):  # the record the resume wrote
-            run = MlflowClient(tracking_uri=written["tracking_uri"]).get_run(written["run_id"])
-            parents.add((written["tracking_uri"], run.data.tags.get("mlflow.parentRunId")))
+            recorded_run(written)
     for uri, parent in parents:
         if parent:
             MlflowClient(tracking_uri=uri).set_terminated(parent, status="FINISHED")
