@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,8 @@ class EnvPoolTask:
     Attributes:
         id: The gymnasium id (``env.id``), e.g. ``CartPole-v1``.
         max_episode_steps: Time limit in env steps; None keeps the task's own.
-        kwargs: EnvPool's options for the task (``env.kwargs``), e.g. ``num_threads``.
+        kwargs: EnvPool's options for the task (``env.kwargs``, see :func:`check_options`):
+            its threads' (``num_threads``, ``thread_affinity_offset``) and the task's own.
     """
 
     id: str
@@ -50,8 +51,8 @@ class EnvPoolTask:
 
         Raises:
             ConfigError: when the node is not the ``gym`` entry (EnvPool knows gymnasium ids,
-                not plugin envs), EnvPool is not installed, or it does not know the id (with
-                the closest ids it knows).
+                not plugin envs), EnvPool is not installed, it does not know the id (with
+                the closest ids it knows), or ``env.kwargs`` fail :func:`check_options`.
         """
         if env_node.get("name") != "gym":
             raise ConfigError(
@@ -69,7 +70,45 @@ class EnvPoolTask:
             hint = f" Did you mean {suggestion!r}?" if suggestion else ""
             raise ConfigError(f"env.backend=envpool: EnvPool has no task env.id={env_id!r}.{hint}")
         kwargs = dict(env_node.get("kwargs") or {})
+        check_options(env_id, kwargs, envpool.make_spec(env_id).config._fields)
         return cls(env_id, env_node.get("max_episode_steps"), kwargs)
+
+
+# EnvPool's options that rlplat sets itself, and the key that sets each
+SET_BY_RLPLAT = {
+    "num_envs": "collector.num_envs",
+    "batch_size": "collector.num_envs (every step steps every env)",
+    "seed": "seed",
+    "env_seed": "seed",
+    "max_episode_steps": "env.max_episode_steps",
+    "max_num_players": "nothing (one agent per env)",
+    "base_path": "nothing (EnvPool's own assets)",
+    "gym_reset_return_info": "nothing (gymnasium's reset)",
+}
+
+
+def check_options(env_id: str, kwargs: Mapping[str, Any], options: Sequence[str]) -> None:
+    """Check ``env.kwargs`` against the ``options`` EnvPool's task ``env_id`` takes.
+
+    ``num_threads`` (int >= 1) and ``thread_affinity_offset`` (int >= -1, -1 for none) set
+    EnvPool's threads (:data:`rlplat.envs.probe.ENGINE_OPTIONS`); the task's own options
+    (e.g. MuJoCo's ``ctrl_cost_weight``) go to the evaluation envs as well.
+
+    Raises:
+        ConfigError: for an option rlplat sets itself (naming the key that sets it), one the
+            task does not take (listing those it takes), or a thread setting that is not such
+            an int.
+    """
+    for key, value in kwargs.items():
+        if key in SET_BY_RLPLAT:
+            raise ConfigError(f"env.kwargs.{key}={value!r}: rlplat sets EnvPool's {key}; set {SET_BY_RLPLAT[key]}")
+        if key not in options:
+            takes = ", ".join(option for option in options if option not in SET_BY_RLPLAT)
+            raise ConfigError(f"env.kwargs.{key}: EnvPool's {env_id!r} has no such option; it takes: {takes}")
+    for key, least in (("num_threads", 1), ("thread_affinity_offset", -1)):
+        value = kwargs.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"env.kwargs.{key}={value!r}: must be an int >= {least}")
 
 
 class EnvPoolVectorEnv:

@@ -30,9 +30,24 @@ def env_backend(env_node: Mapping[str, Any]) -> str:
     return str(backend)
 
 
+ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {"gymnasium": (), "envpool": ("num_threads", "thread_affinity_offset")}
+"""The ``env.kwargs`` that configure a backend's engine rather than the env (EnvPool's threads):
+passed to that engine alone, never to the gymnasium envs built beside it (the probe, the
+evaluation envs), whose constructors do not take them."""
+
+
 def entry_node(env_node: Mapping[str, Any]) -> dict[str, Any]:
-    """The node as the env entry takes it: without ``backend``, which rlplat itself reads."""
-    return {key: value for key, value in env_node.items() if key != "backend"}
+    """The node as the env entry takes it: without ``backend``, which rlplat itself reads, and
+    without the backend's :data:`ENGINE_OPTIONS` in ``kwargs``.
+
+    Raises:
+        ConfigError: for an unknown backend.
+    """
+    node = {key: value for key, value in env_node.items() if key != "backend"}
+    engine, kwargs = ENGINE_OPTIONS[env_backend(env_node)], node.get("kwargs")
+    if engine and kwargs:
+        node["kwargs"] = {key: value for key, value in kwargs.items() if key not in engine}
+    return node
 
 
 def build_env(env_node: Mapping[str, Any]) -> Any:

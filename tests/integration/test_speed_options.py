@@ -90,9 +90,11 @@ def test_closed_form_and_autograd_updates_record_the_same_losses(tmp_path, store
         assert value == pytest.approx(first["false"][metric], rel=1e-3, abs=1e-6), metric
 
 
-def test_envpool_envs_train_and_evaluate(tmp_path, store):
+@pytest.mark.parametrize("threads", [[], ["+env.kwargs.num_threads=1"]], ids=["default", "num_threads"])
+def test_envpool_envs_train_and_evaluate(tmp_path, store, threads):
     pytest.importorskip("envpool", reason="the envpool extra is not installed")
-    args = ["algo=ppo", "env=cartpole", *TINY, "env.backend=envpool"]
+    # EnvPool's thread options reach its pool alone: the gymnasium probe and evaluation envs take none
+    args = ["algo=ppo", "env=cartpole", *TINY, "env.backend=envpool", *threads]
     result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Warning" not in result.stderr, result.stderr
@@ -107,6 +109,19 @@ def test_envpool_envs_train_and_evaluate(tmp_path, store):
     [
         (["env.backend=envpoo"], "env.backend='envpoo': valid: gymnasium, envpool"),
         (["env=gym", "env.id=CartPole-v3", "+env.backend=envpool"], "EnvPool has no task env.id='CartPole-v3'"),
+        (
+            ["env=cartpole", "env.backend=envpool", "+env.kwargs.num_envs=4"],
+            "env.kwargs.num_envs=4: rlplat sets EnvPool's num_envs; set collector.num_envs",
+        ),
+        (
+            ["env=cartpole", "env.backend=envpool", "+env.kwargs.threads=1"],
+            "env.kwargs.threads: EnvPool's 'CartPole-v1' has no such option; it takes: num_threads, "
+            "thread_affinity_offset, reward_threshold",
+        ),
+        (
+            ["env=cartpole", "env.backend=envpool", "+env.kwargs.num_threads=0"],
+            "env.kwargs.num_threads=0: must be an int >= 1",
+        ),
     ],
 )
 def test_envpool_bad_input_is_one_line_and_writes_nothing(tmp_path, store, args, message):
