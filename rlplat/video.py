@@ -299,6 +299,11 @@ class VideoRecorder:
         if self.log is not None:
             self.log(written)
 
+    def upload_with(self, tracker: Any) -> None:
+        """Hand each video written from now on to ``tracker.log_artifact`` (folder ``videos``):
+        the run's tracker, which uploads it to its MLflow run (created or not yet)."""
+        self.log = functools.partial(tracker.log_artifact, artifact_path=VIDEO_DIR)
+
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
         """Nothing: videos follow their own schedule."""
 

@@ -14,6 +14,9 @@ from rlplat.registry import ConfigError
 RUN_FILE = "rlplat_run.json"
 """Written into each run directory when its MLflow run starts: run id, tracking URI, experiment id."""
 
+SWEEP_FILE = "multirun.yaml"
+"""Hydra writes it at the top of every sweep directory, before the first job starts."""
+
 
 @dataclass(frozen=True)
 class Located:

@@ -18,12 +18,10 @@ Also :func:`video_callbacks`, the periodic videos of ``trainer.record_every_fram
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlplat.cli.args import Key, default_tracking_uri, integer, reported, text
-from rlplat.cli.locate import read_run_file
 from rlplat.cli.restore import (
     COMMON_KEYS,
     argument_parser,
@@ -57,23 +55,12 @@ def log_video(tracking_uri: str, run_id: str, path: Path) -> None:
     MlflowClient(tracking_uri=tracking_uri).log_artifact(run_id, str(path), VIDEO_DIR)
 
 
-def run_video_logger(run_dir: Path) -> Callable[[Path], None]:
-    """Logs a video as an artifact of the MLflow run recorded in ``run_dir`` (its
-    ``rlplat_run.json``, read when called: the run starts after the callbacks are made)."""
-
-    def log(path: Path) -> None:
-        record = read_run_file(run_dir)
-        if record.get("run_id") and record.get("tracking_uri"):
-            log_video(record["tracking_uri"], record["run_id"], path)
-
-    return log
-
-
 def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[Any]:
     """The trainer callbacks of ``trainer.record_every_frames``: none when it is 0, else a
-    :class:`rlplat.video.VideoRecorder` writing ``<run_dir>/videos/frames_<frames>.mp4``,
-    logged to the run's MLflow run when tracking is on. ``start_frames``: the frames a resumed
-    run has already trained.
+    :class:`rlplat.video.VideoRecorder` writing ``<run_dir>/videos/frames_<frames>.mp4``; a
+    recorded run's tracker uploads each to its MLflow run (``VideoRecorder.upload_with``, from
+    :func:`rlplat.cli.run.run_training`). ``start_frames``: the frames a resumed run has
+    already trained.
 
     Raises:
         ConfigError: when the env entry takes no ``render_mode`` or imageio is not installed,
@@ -86,10 +73,9 @@ def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[
     from rlplat.video import VideoRecorder
 
     parts = built.parts
-    log = run_video_logger(run_dir) if built.tracking.enabled else None
     recorder = VideoRecorder(
         parts.loss.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
-        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, log=log, start_frames=start_frames,
+        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, start_frames=start_frames,
     )  # fmt: skip
     return [recorder]
 

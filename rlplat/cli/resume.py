@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rlplat.checkpoint import CHECKPOINT_DIR
-from rlplat.cli.locate import locate, read_run_file, run_of_dir, write_run_file
+from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 from rlplat.tags import PARENT_TAG
 
-SWEEP_FILE = "multirun.yaml"  # Hydra writes it at the top of every sweep directory
 ALLOWED = ("resume", "tracking.uri")
 
 

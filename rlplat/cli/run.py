@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import shlex
 import signal
 import sys
 import time
@@ -23,7 +24,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.checkpoint import periodic_checkpoints
-from rlplat.cli.locate import RUN_FILE, write_run_file
+from rlplat.cli.args import default_tracking_uri
+from rlplat.cli.locate import RUN_FILE, SWEEP_FILE, write_run_file
 from rlplat.command_line import start_up_done
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
 
@@ -149,13 +151,28 @@ def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
     from rlplat.trainer import Interrupted
 
     name = getattr(error, "signal", None) or (str(error) if str(error) in EXIT_CODES else "SIGINT")
-    record = spec.output_dir / RUN_FILE
-    target = json.loads(record.read_text())["run_id"] if record.is_file() else str(spec.output_dir)
     where = "at once"
     if isinstance(error, Interrupted):
         where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}"
-    print(f"rlplat-train: stopped by {name} {where}.\nResume with: rlplat-train resume={target}", file=sys.stderr)
+    print(f"rlplat-train: stopped by {name} {where}.\nResume with: {resume_command(spec.output_dir)}", file=sys.stderr)
     raise SystemExit(EXIT_CODES.get(name, 130))
+
+
+def resume_command(output_dir: Path) -> str:
+    """The command that resumes the run of ``output_dir``, as a stopped run prints it: its
+    sweep directory for a sweep's job (the sweep stops with it: finished jobs are skipped, the
+    rest resumed); else its run id, with the store's ``tracking.uri`` unless it is the default
+    store of the working directory; its run directory while it has not recorded its run."""
+    if (output_dir.parent / SWEEP_FILE).is_file():
+        return f"rlplat-train resume={shlex.quote(str(output_dir.parent))}"
+    record = output_dir / RUN_FILE
+    if not record.is_file():
+        return f"rlplat-train resume={shlex.quote(str(output_dir))}"
+    run = json.loads(record.read_text())
+    command = f"rlplat-train resume={run['run_id']}"
+    if run["tracking_uri"] != default_tracking_uri():
+        command += " " + shlex.quote(f"tracking.uri={run['tracking_uri']}")
+    return command
 
 
 def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: Any) -> dict[str, float]:
@@ -174,6 +191,10 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
         if startup is not None:
             tracker.log_metrics({"time/startup_s": startup}, step=0)
         recorder = TrackerCallback(tracker, after_step=after_step)
+        for callback in callbacks:  # callbacks that upload files (periodic videos) upload through the tracker
+            upload_with = getattr(callback, "upload_with", None)
+            if upload_with is not None:
+                upload_with(tracker)
         sinks = [record, recorder, *loggers, *callbacks]
         trainer = Trainer(built.parts, built.trainer, spec.output_dir, sinks, built.checkpoint, stop)
         if spec.state is not None:

@@ -251,12 +251,11 @@ def test_envs_that_cannot_render_fail_before_recording(tmp_path):
                             device=torch.device("cpu"))  # fmt: skip
 
 
-def test_periodic_videos_during_training_change_nothing_and_are_logged_on_the_run(trained, tmp_path):
+def test_periodic_videos_during_training_change_nothing(trained, tmp_path):
     """What ``trainer.record_every_frames`` adds to a run (``video_callbacks``): the same
     training twice from the run's final checkpoint, without and with videos."""
     from dataclasses import replace
 
-    from rlplat.cli.locate import RUN_FILE
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.restore import locate_run, restore
     from rlplat.trainer import Trainer
@@ -265,10 +264,8 @@ def test_periodic_videos_during_training_change_nothing_and_are_logged_on_the_ru
     summaries, runs = [], [tmp_path / "without", tmp_path / "with"]
     for run_dir, every in zip(runs, (0, 128)):
         run_dir.mkdir()
-        (run_dir / RUN_FILE).write_text((trained.run_dir / RUN_FILE).read_text())  # log to the trained run
         built = restore(located, {}, None, "cpu")
         built = replace(built, trainer=replace(built.trainer, record_every_frames=every))
-        built = replace(built, tracking=replace(built.tracking, enabled=True))
         try:
             summaries.append(Trainer(built.parts, built.trainer, run_dir, video_callbacks(built, run_dir)).fit())
         finally:
@@ -277,5 +274,17 @@ def test_periodic_videos_during_training_change_nothing_and_are_logged_on_the_ru
     assert not (runs[0] / "videos").exists()
     names = sorted(p.name for p in (runs[1] / "videos").iterdir())
     assert names == ["frames_000000000128.mp4", "frames_000000000256.mp4"]
-    artifacts = {a.path for a in trained.client.list_artifacts(trained.run_id, "videos")}
-    assert {f"videos/{name}" for name in names} <= artifacts
+
+
+def test_periodic_videos_are_logged_on_the_run_from_the_first(tmp_path, store):
+    """Every video is uploaded, the first ones too: those written before the run directory
+    recorded its MLflow run (a new store is still being created while training starts)."""
+    args = ["algo=ppo", "env=cartpole", *TINY, "trainer.record_every_frames=128", f"tracking.uri={store}"]
+    result = cli("rlplat-train", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    [run_dir] = (tmp_path / "outputs" / "runs").glob("*/*")
+    names = sorted(p.name for p in (run_dir / "videos").iterdir())
+    assert names == ["frames_000000000128.mp4", "frames_000000000256.mp4"]
+    assert sorted(a.path for a in client.list_artifacts(run.info.run_id, "videos")) == [f"videos/{n}" for n in names]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -189,8 +190,10 @@ def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, 
     assert process.returncode == code, stderr
     client, run = only_run(store)
     assert run.info.status == "KILLED" and run.data.tags["rlplat.signal"] == signal.Signals(sig).name
-    assert f"Resume with: rlplat-train resume={run.info.run_id}" in stderr
-    result = cli("rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}", cwd=tmp_path)
+    # the command as printed, run as printed: the run id, and this store (not the default one)
+    [command] = [line.removeprefix("Resume with: ") for line in stderr.splitlines() if line.startswith("Resume with: ")]
+    assert shlex.split(command) == ["rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}"]
+    result = cli(*shlex.split(command), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     check_finished(store, 12288)
 
