@@ -4,12 +4,17 @@ unfinished jobs, from the newest readable checkpoint.
 The run goes on in the same MLflow run (same id; status back to RUNNING, then FINISHED),
 with the config stored in the checkpoint; metrics continue after the last step already
 logged, params are not logged again. A corrupt newest checkpoint is skipped with a warning
-for the previous one. For a sweep directory, jobs whose run FINISHED are skipped and the
-others resume one after another; the sweep's parent run ends FINISHED again.
+for the previous one. For a sweep directory, jobs whose run FINISHED are skipped, the
+others resume one after another, and the jobs that never started are started (Hydra's basic
+sweeper); the sweep then ends as a sweep does (job table, report), its parent run FINISHED.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,7 @@ from rlplat.checkpoint import CHECKPOINT_DIR
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
+from rlplat.sweep.runs import ParentRun
 from rlplat.tags import PARENT_TAG
 
 ALLOWED = ("resume", "tracking.uri")
@@ -130,39 +136,117 @@ def _new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:
 
 
 def resume_sweep(sweep_dir: Path) -> int:
-    """Resume each unfinished job of a sweep (jobs whose run FINISHED are skipped); the
-    parent run ends FINISHED. Returns 0, or 1 when a job failed again."""
+    """Resume a sweep: each job with a checkpoint and an unfinished run resumes (jobs whose run
+    FINISHED are skipped); under Hydra's basic sweeper, the jobs that never reached a checkpoint
+    (or never started: the sweep stopped before them) are started, each as its sweep's child
+    run; then, as at a sweep's end, the job table, ``jobs.csv`` and the report, and the parent
+    run ends FINISHED. Returns 0, or 1 when a job failed again."""
     from mlflow import MlflowClient
+    from omegaconf import OmegaConf
 
-    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-    parents, failed = set(), 0
+    sweep_dir = sweep_dir.resolve()
+    config = OmegaConf.load(sweep_dir / SWEEP_FILE)
+    planned = basic_sweep_jobs(config)  # None: the sweeper chose its jobs as it went (Optuna)
+    existing = sorted(int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    numbers = sorted({*existing, *range(len(planned))}) if planned is not None else existing
+    parents: dict[str, tuple[str, Any]] = {}  # parent run id -> (store, run)
+    failed, never_started = 0, []
 
     def recorded_run(record: dict[str, str]) -> Any:
         """The job's MLflow run; its sweep's parent run is noted to end FINISHED."""
-        run = MlflowClient(tracking_uri=record["tracking_uri"]).get_run(record["run_id"])
-        parents.add((record["tracking_uri"], run.data.tags.get(PARENT_TAG)))
+        client = MlflowClient(tracking_uri=record["tracking_uri"])
+        run = client.get_run(record["run_id"])
+        parent = run.data.tags.get(PARENT_TAG)
+        if parent and parent not in parents:
+            parents[parent] = (record["tracking_uri"], client.get_run(parent))
         return run
 
-    for job in jobs:
+    for number in numbers:
+        job = sweep_dir / str(number)
         record = read_run_file(job)
         if record:
             run = recorded_run(record)
             if run.info.status == "FINISHED":
-                print(f"rlplat-train: job {job.name} finished already ({record['run_id']})", file=sys.stderr)
+                print(f"rlplat-train: job {number} finished already ({record['run_id']})", file=sys.stderr)
                 continue
         elif not any((job / CHECKPOINT_DIR).glob("step_*.pt")):
-            _warn(f"job {job.name} never started a run; rerun the sweep's command for it")
+            never_started.append(number)
             continue
         # a job without a record but with a checkpoint was killed before it recorded its run:
         # resume_run finds the run by its directory (the URI is only for run ids)
         try:
             resume_run(str(job), record.get("tracking_uri", ""))
         except (ConfigError, PluginError) as error:
-            _warn(f"job {job.name} not resumed: {error}")
+            _warn(f"job {number} not resumed: {error}")
             failed += 1
         if not record and (written := read_run_file(job)):  # the record the resume wrote
             recorded_run(written)
-    for uri, parent in parents:
-        if parent:
-            MlflowClient(tracking_uri=uri).set_terminated(parent, status="FINISHED")
+    if never_started and planned is None:
+        _warn(f"jobs {', '.join(map(str, never_started))} never reached a checkpoint: not resumed")
+    elif planned is not None and never_started:
+        if not parents:
+            _warn("no job recorded the sweep's parent run: the jobs started now are not nested under it")
+        parent = next(iter(parents.items()), None)
+        for number in never_started:
+            failed += start_job(config, sweep_dir, number, planned[number], parent)
+            if (written := read_run_file(sweep_dir / str(number))) and parent is None:
+                recorded_run(written)
+    for parent_id, (uri, parent_run) in parents.items():
+        end_sweep(config, sweep_dir, ParentRun(uri, parent_run.info.experiment_id, parent_id))
     return 1 if failed else 0
+
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def basic_sweep_jobs(config: Any) -> list[list[str]] | None:
+    """Each job's overrides, in the order Hydra's basic sweeper numbers its jobs (every
+    combination of ``hydra.sweeper.params`` and the command line's overrides, as it splits
+    them); None for another sweeper.
+
+    Args:
+        config: The sweep's config (its ``multirun.yaml``).
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = config.hydra.sweeper
+    if sweeper.get("_target_") != BASIC_SWEEPER:
+        return None
+    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any) -> int:
+    """Run job ``number`` of the sweep, which never started (or stopped before its first
+    checkpoint), as ``rlplat-train <its overrides>`` into its job directory, from the sweep's
+    working directory; with ``parent`` (id, (store, run)), its run is that parent's child
+    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). Returns 1 when it failed, else 0."""
+    from rlplat.hydra_ext.overrides import unroute
+    from rlplat.sweep.runs import ENV_SWEEP_JOB, SWEEP_TAG
+
+    args = [*map(unroute, overrides), f"hydra.run.dir={sweep_dir / str(number)}"]
+    print(f"rlplat-train: job {number} never started; starting it: rlplat-train {shlex.join(args)}", file=sys.stderr)
+    env = dict(os.environ)
+    if parent is not None:
+        parent_id, (_, parent_run) = parent
+        sweep_tag = parent_run.data.tags.get(SWEEP_TAG, str(sweep_dir))  # as the sweep's own jobs are tagged
+        env[ENV_SWEEP_JOB] = json.dumps({"parent": parent_id, "sweep_dir": sweep_tag, "job": number})
+    command = [sys.executable, "-m", "rlplat.cli.launch", *args]
+    code = subprocess.run(command, cwd=str(config.hydra.runtime.cwd), env=env).returncode
+    if code != 0:
+        _warn(f"job {number} failed (exit status {code})")
+    return int(code != 0)
+
+
+def end_sweep(config: Any, sweep_dir: Path, parent: Any) -> None:
+    """What a sweep's end does (:meth:`rlplat.sweep.parent.MlflowSweep.on_multirun_end`): the
+    job table, ``jobs.csv``, the report and the best job on the parent run, which ends FINISHED."""
+    from rlplat.sweep.parent import MlflowSweep, set_active_parent
+
+    sweep = MlflowSweep()
+    sweep.parent, sweep.objective = parent, str(config.trainer.objective)
+    config.hydra.sweep.dir = str(sweep_dir)
+    set_active_parent(parent)
+    sweep.on_multirun_end(config)

@@ -112,7 +112,7 @@ def start_tracker(cfg: DictConfig) -> Any:
 
 def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
     """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child."""
-    from rlplat.sweep.parent import active_parent, child_tags
+    from rlplat.sweep.parent import active_parent, child_tags, started_job_tags
     from rlplat.tracking.records import run_tags
 
     tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
@@ -129,6 +129,8 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
             )
         else:
             tags.update(child_tags(parent, HydraConfig.get()))
+    elif (started := started_job_tags(list(HydraConfig.get().overrides.task))) is not None:
+        tags.update(started)  # a job that resume=<sweep dir> started
     if reporter is not None:
         tags[TRIAL_TAG] = str(reporter.number)
         if reporter.seeds > 1:

@@ -48,6 +48,7 @@ from rlplat.sweep.runs import (
     child_tags,
     log_to_active_parent,
     set_active_parent,
+    started_job_tags,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
 from rlplat.tags import DESCRIPTION_TAG
@@ -63,6 +64,7 @@ __all__ = [
     "active_parent",
     "child_tags",
     "log_to_active_parent",
+    "started_job_tags",
 ]
 
 MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"

@@ -7,6 +7,8 @@ logged.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +26,10 @@ __all__ = [
     "PRUNED_TAG",
     "SWEEP_TAG",
     "ParentRun",
+    "ENV_SWEEP_JOB",
     "active_parent",
     "child_tags",
+    "started_job_tags",
     "log_to_active_parent",
     "set_active_parent",
 ]
@@ -73,6 +77,32 @@ def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
         SWEEP_TAG: str(hydra_cfg.sweep.dir),
         JOB_TAG: str(hydra_cfg.job.num),
         OVERRIDES_TAG: " ".join(map(unroute, overrides)),
+    }
+
+
+ENV_SWEEP_JOB = "RLPLAT_SWEEP_JOB"
+"""Set by ``rlplat-train resume=<sweep dir>`` for a job of the sweep that it starts (one that
+never started before the sweep stopped), run as a single run: JSON ``{"parent": <run id>,
+"sweep_dir": ..., "job": <number>}``, so that the job's run is its sweep's child as if the
+sweep had run it (:func:`started_job_tags`)."""
+
+
+def started_job_tags(overrides: list[str]) -> dict[str, str] | None:
+    """:func:`child_tags` of a job that ``resume=<sweep dir>`` started (:data:`ENV_SWEEP_JOB`);
+    None in any other process.
+
+    Args:
+        overrides: The job's overrides (``hydra.overrides.task``; ``hydra.*`` ones are left out).
+    """
+    raw = os.environ.get(ENV_SWEEP_JOB)
+    if raw is None:
+        return None
+    job = json.loads(raw)
+    return {
+        PARENT_TAG: str(job["parent"]),
+        SWEEP_TAG: str(job["sweep_dir"]),
+        JOB_TAG: str(job["job"]),
+        OVERRIDES_TAG: " ".join(map(unroute, filter_overrides(overrides))),
     }
 
 

@@ -296,3 +296,34 @@ def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(record, tmp_path,
     assert json.loads((tmp_path / "sweep" / "1" / "rlplat_run.json").read_text())["run_id"] in {
         r.info.run_id for r in children
     }
+
+
+def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_never_started(tmp_path, store):
+    args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir=sweep"]
+    process = start(args, tmp_path)
+    deadline = time.monotonic() + 240
+    while not list((tmp_path / "sweep" / "0").rglob("step_*.pt")):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert not (tmp_path / "sweep" / "1").exists()  # the sweep stopped before its second job
+    [command] = [line.removeprefix("Resume with: ") for line in stderr.splitlines() if line.startswith("Resume with: ")]
+    assert shlex.split(command) == ["rlplat-train", f"resume={tmp_path / 'sweep'}"]
+    result = cli(*shlex.split(command), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "job 1 never started; starting it: rlplat-train" in result.stderr
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags), key=lambda r: r.data.tags["rlplat.job"])
+    assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/jobs"] == 2
+    assert "jobs.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert [r.info.status for r in children] == ["FINISHED", "FINISHED"]
+    assert [r.data.tags["rlplat.job"] for r in children] == ["0", "1"]
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+    assert {r.data.tags["rlplat.sweep"] for r in children} == {parent.data.tags["rlplat.sweep"]}
+    assert "seed=1" in children[1].data.tags["rlplat.overrides"].split()
+    assert children[1].data.params["seed"] == "1"
+    assert json.loads((tmp_path / "sweep" / "1" / "rlplat_run.json").read_text())["run_id"] == children[1].info.run_id
