@@ -107,6 +107,27 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     return ParentRun(tracking.uri, tracker.experiment_id, run_id)
 
 
+SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+
+
+def check_launcher(config: DictConfig) -> None:
+    """Check that the sweep's launcher can run its jobs here, before a sweep records anything:
+    ``hydra/launcher=slurm`` needs a Slurm cluster (``srun`` found, as submitit looks for it).
+
+    Raises:
+        ConfigError: for the Slurm launcher where there is no Slurm.
+    """
+    if config.hydra.launcher.get("_target_") != SLURM_LAUNCHER:
+        return
+    import submitit
+
+    if submitit.SlurmExecutor.affinity() <= 0:  # submitit's own test: -1 without srun on the PATH
+        raise ConfigError(
+            "hydra/launcher=slurm: no Slurm cluster here (srun is not on the PATH); run the sweep on a "
+            "Slurm login node, or use hydra/launcher=basic or parallel"
+        )
+
+
 class MlflowSweep(Callback):
     """Hydra callback: an MLflow parent run per multirun, and the table of its jobs at the end.
 
@@ -123,6 +144,7 @@ class MlflowSweep(Callback):
         activate_hydra_config(config)  # so that ${hydra:runtime.cwd} in tracking.* resolves
         try:
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
+            check_launcher(config)
         except ConfigError as error:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)

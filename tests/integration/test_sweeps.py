@@ -160,6 +160,7 @@ def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_p
             ["+sweep=ppo_pendulum_hpo", "++hydra.sweeper.params={optim.lrr: 'interval(0.1, 0.2)'}"],
             ["hydra.sweeper.params.optim.lrr", "Did you mean 'optim.lr'"],
         ),
+        (["hydra/launcher=slurm", "seed=0,1"], ["hydra/launcher=slurm: no Slurm cluster here (srun is not on"]),
     ],
 )
 def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needles, tmp_path, store):
