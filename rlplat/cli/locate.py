@@ -15,7 +15,7 @@ RUN_FILE = "rlplat_run.json"
 """Written into each run directory when its MLflow run starts: run id, tracking URI, experiment id."""
 
 SWEEP_FILE = "multirun.yaml"
-"""Hydra writes it at the top of every sweep directory, before the first job starts."""
+"""Hydra's basic sweeper writes it at the top of its sweep directory, before the first job starts."""
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlplat.checkpoint import CHECKPOINT_DIR
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 from rlplat.sweep.runs import ParentRun
-from rlplat.tags import PARENT_TAG
+from rlplat.tags import PARENT_TAG, RESTARTED_TAG
 
 ALLOWED = ("resume", "tracking.uri")
 
@@ -140,17 +141,22 @@ def resume_sweep(sweep_dir: Path) -> int:
     FINISHED are skipped); under Hydra's basic sweeper, the jobs that never reached a checkpoint
     (or never started: the sweep stopped before them) are started, each as its sweep's child
     run; then, as at a sweep's end, the job table, ``jobs.csv`` and the report, and the parent
-    run ends FINISHED. Returns 0, or 1 when a job failed again."""
+    run ends FINISHED. Returns 0, or 1 when a job failed again.
+
+    Raises:
+        SystemExit: 130 or 143 when a signal stops a job (its run ends KILLED, the command to
+            resume the sweep is printed); the jobs after it wait for that command.
+    """
     from mlflow import MlflowClient
     from omegaconf import OmegaConf
 
     sweep_dir = sweep_dir.resolve()
     config = OmegaConf.load(sweep_dir / SWEEP_FILE)
-    planned = basic_sweep_jobs(config)  # None: the sweeper chose its jobs as it went (Optuna)
+    planned, unplanned = basic_sweep_jobs(config)  # None, and why: the jobs cannot be listed ahead
     existing = sorted(int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
     numbers = sorted({*existing, *range(len(planned))}) if planned is not None else existing
     parents: dict[str, tuple[str, Any]] = {}  # parent run id -> (store, run)
-    failed, never_started = 0, []
+    failed, to_start, unfinished = 0, [], 0
 
     def recorded_run(record: dict[str, str]) -> Any:
         """The job's MLflow run; its sweep's parent run is noted to end FINISHED."""
@@ -164,13 +170,13 @@ def resume_sweep(sweep_dir: Path) -> int:
     for number in numbers:
         job = sweep_dir / str(number)
         record = read_run_file(job)
-        if record:
-            run = recorded_run(record)
-            if run.info.status == "FINISHED":
-                print(f"rlplat-train: job {number} finished already ({record['run_id']})", file=sys.stderr)
-                continue
-        elif not any((job / CHECKPOINT_DIR).glob("step_*.pt")):
-            never_started.append(number)
+        run = recorded_run(record) if record else None
+        if run is not None and run.info.status == "FINISHED":
+            print(f"rlplat-train: job {number} finished already ({record['run_id']})", file=sys.stderr)
+            continue
+        unfinished += 1
+        if not any((job / CHECKPOINT_DIR).glob("step_*.pt")):
+            to_start.append((number, run))
             continue
         # a job without a record but with a checkpoint was killed before it recorded its run:
         # resume_run finds the run by its directory (the URI is only for run ids)
@@ -181,60 +187,110 @@ def resume_sweep(sweep_dir: Path) -> int:
             failed += 1
         if not record and (written := read_run_file(job)):  # the record the resume wrote
             recorded_run(written)
-    if never_started and planned is None:
-        _warn(f"jobs {', '.join(map(str, never_started))} never reached a checkpoint: not resumed")
-    elif planned is not None and never_started:
-        if not parents:
+    if planned is None and (unfinished or not existing):
+        _warn(f"{unplanned}: the jobs that never started are not started")
+    if to_start and planned is None:
+        _warn(f"jobs {', '.join(str(n) for n, _ in to_start)} never reached a checkpoint: not resumed")
+        failed += 1
+    elif planned is not None and to_start:
+        if not parents and config.tracking.get("enabled", True):
             _warn("no job recorded the sweep's parent run: the jobs started now are not nested under it")
         parent = next(iter(parents.items()), None)
-        for number in never_started:
+        for number, stale in to_start:
+            if stale is not None:  # its run never reached a checkpoint: the job's table row is the new one's
+                MlflowClient(tracking_uri=read_run_file(sweep_dir / str(number))["tracking_uri"]).set_tag(
+                    stale.info.run_id, RESTARTED_TAG, "true"
+                )
             failed += start_job(config, sweep_dir, number, planned[number], parent)
-            if (written := read_run_file(sweep_dir / str(number))) and parent is None:
-                recorded_run(written)
     for parent_id, (uri, parent_run) in parents.items():
         end_sweep(config, sweep_dir, ParentRun(uri, parent_run.info.experiment_id, parent_id))
     return 1 if failed else 0
 
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+JOB_SUBDIR = "${hydra.job.num}"  # Hydra's default hydra.sweep.subdir: job directories named by number
+LEFT_TO_THE_RUN = ("hydra.mode", "hydra.sweep", "hydra.sweeper", "hydra/sweeper", "hydra.launcher", "hydra/launcher")
+"""The sweep's own ``hydra`` overrides, which a job started as a single run does without."""
 
 
-def basic_sweep_jobs(config: Any) -> list[list[str]] | None:
+def basic_sweep_jobs(config: Any) -> tuple[list[list[str]] | None, str]:
     """Each job's overrides, in the order Hydra's basic sweeper numbers its jobs (every
     combination of ``hydra.sweeper.params`` and the command line's overrides, as it splits
-    them); None for another sweeper.
+    them), with the sweep's ``hydra`` overrides a single run takes (``hydra.job.env_set``,
+    logging, ...); None and why where the jobs cannot be listed ahead: another sweeper's,
+    job directories not named by number (``hydra.sweep.subdir``), or sweeps whose values
+    need Hydra's config loader (``glob()``).
 
     Args:
         config: The sweep's config (its ``multirun.yaml``).
     """
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
 
-    sweeper = config.hydra.sweeper
-    if sweeper.get("_target_") != BASIC_SWEEPER:
-        return None
-    params = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items()]
-    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
-    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    hydra = config.hydra
+    if hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+        return None, f"sweeper {hydra.sweeper.get('_target_')!r}"
+    sweep_node = cast(dict[str, Any], OmegaConf.to_container(hydra.sweep))  # unresolved, as the sweep set it
+    if sweep_node["subdir"] != JOB_SUBDIR:
+        return None, f"hydra.sweep.subdir is not {JOB_SUBDIR}"
+    params = [f"{key}={value}" for key, value in (hydra.sweeper.get("params") or {}).items()]
+    try:
+        overrides = OverridesParser.create().parse_overrides([*params, *hydra.overrides.task])
+        jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    except HydraException as error:
+        return None, f"the sweep's overrides cannot be split here ({error})"
+    own = [o for o in hydra.overrides.hydra if not o.lstrip("+~").startswith(LEFT_TO_THE_RUN)]
+    return [[*own, *job] for job in jobs], ""
+
+
+def hydra_quoted(value: str) -> str:
+    """``value`` as one quoted value of a Hydra override (any character, ``'`` and ``\\`` escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any) -> int:
     """Run job ``number`` of the sweep, which never started (or stopped before its first
     checkpoint), as ``rlplat-train <its overrides>`` into its job directory, from the sweep's
     working directory; with ``parent`` (id, (store, run)), its run is that parent's child
-    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). Returns 1 when it failed, else 0."""
+    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). SIGINT (Ctrl-C) and SIGTERM are passed on to
+    the job, which stops as a run does, and this process exits with the job's status after it.
+
+    Returns:
+        1 when the job failed, else 0.
+
+    Raises:
+        ConfigError: when the sweep's working directory is gone.
+        SystemExit: 130 or 143, when a signal stopped the job.
+    """
     from rlplat.hydra_ext.overrides import unroute
     from rlplat.sweep.runs import ENV_SWEEP_JOB, SWEEP_TAG
 
-    args = [*map(unroute, overrides), f"hydra.run.dir={sweep_dir / str(number)}"]
+    cwd = Path(str(config.hydra.runtime.cwd))
+    if not cwd.is_dir():
+        raise ConfigError(f"job {number}: the sweep's working directory {str(cwd)!r} is gone; the job needs it")
+    args = [*map(unroute, overrides), f"hydra.run.dir={hydra_quoted(str(sweep_dir / str(number)))}"]
     print(f"rlplat-train: job {number} never started; starting it: rlplat-train {shlex.join(args)}", file=sys.stderr)
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != ENV_SWEEP_JOB}
     if parent is not None:
         parent_id, (_, parent_run) = parent
         sweep_tag = parent_run.data.tags.get(SWEEP_TAG, str(sweep_dir))  # as the sweep's own jobs are tagged
         env[ENV_SWEEP_JOB] = json.dumps({"parent": parent_id, "sweep_dir": sweep_tag, "job": number})
-    command = [sys.executable, "-m", "rlplat.cli.launch", *args]
-    code = subprocess.run(command, cwd=str(config.hydra.runtime.cwd), env=env).returncode
+    # in a session of its own, so that a Ctrl-C reaches it once, forwarded from here: it stops as
+    # a run does (a checkpoint, the command to resume)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rlplat.cli.launch", *args], cwd=cwd, env=env, start_new_session=True
+    )
+    forward = lambda sig, _frame: process.send_signal(sig)  # noqa: E731
+    handlers = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = process.wait()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if code in (130, 143):
+        raise SystemExit(code)
     if code != 0:
         _warn(f"job {number} failed (exit status {code})")
     return int(code != 0)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.envs.probe import ENGINE_OPTIONS
 from rlplat.registry import ConfigError, closest
 
 INSTALL = "pip install 'rlplat[envpool]'"
@@ -103,8 +104,12 @@ def check_options(env_id: str, kwargs: Mapping[str, Any], options: Sequence[str]
         if key in SET_BY_RLPLAT:
             raise ConfigError(f"env.kwargs.{key}={value!r}: rlplat sets EnvPool's {key}; set {SET_BY_RLPLAT[key]}")
         if key not in options:
-            takes = ", ".join(option for option in options if option not in SET_BY_RLPLAT)
-            raise ConfigError(f"env.kwargs.{key}: EnvPool's {env_id!r} has no such option; it takes: {takes}")
+            threads = ", ".join(ENGINE_OPTIONS["envpool"])
+            task = ", ".join(o for o in options if o not in SET_BY_RLPLAT and o not in ENGINE_OPTIONS["envpool"])
+            raise ConfigError(
+                f"env.kwargs.{key}: EnvPool's {env_id!r} has no such option; it takes {threads}, and those of "
+                f"its own ({task or 'none'}) that gymnasium's env takes too (they go to the evaluation envs)"
+            )
     for key, least in (("num_threads", 1), ("thread_affinity_offset", -1)):
         value = kwargs.get(key, least)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:

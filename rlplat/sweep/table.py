@@ -11,6 +11,7 @@ from typing import Any
 
 from rlplat.settings import LOWER_IS_BETTER
 from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
+from rlplat.tags import RESTARTED_TAG
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
             :data:`rlplat.settings.LOWER_IS_BETTER` (seconds to a target).
 
     Returns:
-        One row per child run; ties and unusable rows in job order.
+        One row per child run (but those whose job was started again, tag ``rlplat.restarted``);
+        ties and unusable rows in job order.
     """
     runs = client.search_runs(
         [parent.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent.run_id}'", max_results=10000
@@ -43,6 +45,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
     rows = []
     for run in runs:
         tags = run.data.tags
+        if tags.get(RESTARTED_TAG) == "true":  # its job ran again, as another run
+            continue
         status = "PRUNED" if tags.get(PRUNED_TAG) == "true" else run.info.status
         rows.append(
             JobRow(

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,6 +182,19 @@ def test_killed_with_its_tracker_before_the_run_exists_resumes_as_a_new_run(tmp_
     assert json.loads((directory / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
 
 
+def printed_resume(stderr: str) -> list[str]:
+    """The command a stopped run printed to resume it, split as a shell splits it."""
+    [command] = [line.removeprefix("Resume with: ") for line in stderr.splitlines() if line.startswith("Resume with: ")]
+    return shlex.split(command)
+
+
+def wait_for(path: Path, pattern: str, process: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not list(path.rglob(pattern)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, code, tmp_path, store):
     process = start([*PPO, f"tracking.uri={store}"], tmp_path)
@@ -191,9 +205,9 @@ def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, 
     client, run = only_run(store)
     assert run.info.status == "KILLED" and run.data.tags["rlplat.signal"] == signal.Signals(sig).name
     # the command as printed, run as printed: the run id, and this store (not the default one)
-    [command] = [line.removeprefix("Resume with: ") for line in stderr.splitlines() if line.startswith("Resume with: ")]
-    assert shlex.split(command) == ["rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}"]
-    result = cli(*shlex.split(command), cwd=tmp_path)
+    command = printed_resume(stderr)
+    assert command == ["rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}"]
+    result = cli(*command, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     check_finished(store, 12288)
 
@@ -299,31 +313,47 @@ def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(record, tmp_path,
 
 
 def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_never_started(tmp_path, store):
-    args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir=sweep"]
-    process = start(args, tmp_path)
-    deadline = time.monotonic() + 240
-    while not list((tmp_path / "sweep" / "0").rglob("step_*.pt")):
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
+    """A grid sweep stopped in job 0 (job 1 never started), in a directory whose name Hydra
+    must quote; job 0's checkpoints then lost (its run is started again); the resume stopped
+    in job 1 by SIGINT, and resumed again, each time by the command printed."""
+    sweep = tmp_path / "sweep (1,2)"
+    args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir='sweep (1,2)'"]
+    process = start([*args, "+hydra.job.env_set.OMP_NUM_THREADS=1"], tmp_path)
+    wait_for(sweep / "0", "step_*.pt", process)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
-    assert not (tmp_path / "sweep" / "1").exists()  # the sweep stopped before its second job
-    [command] = [line.removeprefix("Resume with: ") for line in stderr.splitlines() if line.startswith("Resume with: ")]
-    assert shlex.split(command) == ["rlplat-train", f"resume={tmp_path / 'sweep'}"]
-    result = cli(*shlex.split(command), cwd=tmp_path)
+    assert not (sweep / "1").exists()  # the sweep stopped before its second job
+    command = printed_resume(stderr)
+    assert command == ["rlplat-train", f"resume={sweep}"]
+    shutil.rmtree(sweep / "0" / "checkpoints")  # job 0 as if stopped before its first checkpoint
+
+    process = start(command[1:], tmp_path)
+    wait_for(sweep / "1", "step_*.pt", process)
+    process.send_signal(signal.SIGINT)  # passed on to the job it started
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "job 0 never started; starting it: rlplat-train" in stderr
+    assert printed_resume(stderr) == command
+    assert "+hydra.job.env_set.OMP_NUM_THREADS=1" in (sweep / "1" / ".hydra" / "hydra.yaml").read_text()
+
+    result = cli(*command, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "job 1 never started; starting it: rlplat-train" in result.stderr
+    assert "job 0 finished already" in result.stderr and "resuming" in result.stderr
     client = MlflowClient(tracking_uri=store)
     runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
     [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = sorted((r for r in runs if "mlflow.parentRunId" in r.data.tags), key=lambda r: r.data.tags["rlplat.job"])
-    assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/jobs"] == 2
-    assert "jobs.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert [r.info.status for r in children] == ["FINISHED", "FINISHED"]
-    assert [r.data.tags["rlplat.job"] for r in children] == ["0", "1"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
-    assert {r.data.tags["rlplat.sweep"] for r in children} == {parent.data.tags["rlplat.sweep"]}
-    assert "seed=1" in children[1].data.tags["rlplat.overrides"].split()
-    assert children[1].data.params["seed"] == "1"
-    assert json.loads((tmp_path / "sweep" / "1" / "rlplat_run.json").read_text())["run_id"] == children[1].info.run_id
+    [restarted] = [r for r in children if r.data.tags.get("rlplat.restarted") == "true"]
+    jobs = sorted((r for r in children if r is not restarted), key=lambda r: r.data.tags["rlplat.job"])
+    assert restarted.data.tags["rlplat.job"] == "0" and restarted.info.status == "KILLED"
+    assert parent.info.status == "FINISHED" and parent.data.metrics["sweep/jobs"] == 2  # one row per job
+    assert "jobs.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert [r.info.status for r in jobs] == ["FINISHED", "FINISHED"]
+    assert [r.data.tags["rlplat.job"] for r in jobs] == ["0", "1"]
+    assert {r.data.tags["rlplat.sweep"] for r in jobs} == {parent.data.tags["rlplat.sweep"]}
+    assert "seed=1" in jobs[1].data.tags["rlplat.overrides"].split()
+    assert jobs[1].data.params["seed"] == "1"
+    for number, run in enumerate(jobs):
+        assert json.loads((sweep / str(number) / "rlplat_run.json").read_text())["run_id"] == run.info.run_id

@@ -115,12 +115,16 @@ def test_envpool_envs_train_and_evaluate(tmp_path, store, threads):
         ),
         (
             ["env=cartpole", "env.backend=envpool", "+env.kwargs.threads=1"],
-            "env.kwargs.threads: EnvPool's 'CartPole-v1' has no such option; it takes: num_threads, "
-            "thread_affinity_offset, reward_threshold",
+            "env.kwargs.threads: EnvPool's 'CartPole-v1' has no such option; it takes num_threads, "
+            "thread_affinity_offset, and those of its own (reward_threshold) that gymnasium's env takes too",
         ),
         (
             ["env=cartpole", "env.backend=envpool", "+env.kwargs.num_threads=0"],
             "env.kwargs.num_threads=0: must be an int >= 1",
+        ),
+        (  # one of EnvPool's own options that gymnasium's env does not take: the evaluation envs refuse it
+            ["env=cartpole", "env.backend=envpool", "+env.kwargs.reward_threshold=400"],
+            "env.kwargs={'reward_threshold': 400} rejected by 'CartPole-v1'",
         ),
     ],
 )
