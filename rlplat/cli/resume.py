@@ -147,7 +147,6 @@ def resume_sweep(sweep_dir: Path) -> int:
         SystemExit: 130 or 143 when a signal stops a job (its run ends KILLED, the command to
             resume the sweep is printed); the jobs after it wait for that command.
     """
-    from mlflow import MlflowClient
     from omegaconf import OmegaConf
 
     sweep_dir = sweep_dir.resolve()
@@ -157,20 +156,10 @@ def resume_sweep(sweep_dir: Path) -> int:
     numbers = sorted({*existing, *range(len(planned))}) if planned is not None else existing
     parents: dict[str, tuple[str, Any]] = {}  # parent run id -> (store, run)
     failed, to_start, unfinished = 0, [], 0
-
-    def recorded_run(record: dict[str, str]) -> Any:
-        """The job's MLflow run; its sweep's parent run is noted to end FINISHED."""
-        client = MlflowClient(tracking_uri=record["tracking_uri"])
-        run = client.get_run(record["run_id"])
-        parent = run.data.tags.get(PARENT_TAG)
-        if parent and parent not in parents:
-            parents[parent] = (record["tracking_uri"], client.get_run(parent))
-        return run
-
     for number in numbers:
         job = sweep_dir / str(number)
         record = read_run_file(job)
-        run = recorded_run(record) if record else None
+        run = recorded_run(record, parents) if record else None
         if run is not None and run.info.status == "FINISHED":
             print(f"rlplat-train: job {number} finished already ({record['run_id']})", file=sys.stderr)
             continue
@@ -186,7 +175,7 @@ def resume_sweep(sweep_dir: Path) -> int:
             _warn(f"job {number} not resumed: {error}")
             failed += 1
         if not record and (written := read_run_file(job)):  # the record the resume wrote
-            recorded_run(written)
+            recorded_run(written, parents)
     if planned is None and (unfinished or not existing):
         _warn(f"{unplanned}: the jobs that never started are not started")
     if to_start and planned is None:
@@ -197,14 +186,23 @@ def resume_sweep(sweep_dir: Path) -> int:
             _warn("no job recorded the sweep's parent run: the jobs started now are not nested under it")
         parent = next(iter(parents.items()), None)
         for number, stale in to_start:
-            if stale is not None:  # its run never reached a checkpoint: the job's table row is the new one's
-                MlflowClient(tracking_uri=read_run_file(sweep_dir / str(number))["tracking_uri"]).set_tag(
-                    stale.info.run_id, RESTARTED_TAG, "true"
-                )
-            failed += start_job(config, sweep_dir, number, planned[number], parent)
+            failed += start_job(config, sweep_dir, number, planned[number], parent, stale)
     for parent_id, (uri, parent_run) in parents.items():
         end_sweep(config, sweep_dir, ParentRun(uri, parent_run.info.experiment_id, parent_id))
     return 1 if failed else 0
+
+
+def recorded_run(record: dict[str, str], parents: dict[str, tuple[str, Any]]) -> Any:
+    """The MLflow run of a job's ``record``; its sweep's parent run is added to ``parents``
+    (parent run id -> (store, run)), the sweeps to end."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=record["tracking_uri"])
+    run = client.get_run(record["run_id"])
+    parent = run.data.tags.get(PARENT_TAG)
+    if parent and parent not in parents:
+        parents[parent] = (record["tracking_uri"], client.get_run(parent))
+    return run
 
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -250,12 +248,14 @@ def hydra_quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any) -> int:
+def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any, stale: Any) -> int:
     """Run job ``number`` of the sweep, which never started (or stopped before its first
     checkpoint), as ``rlplat-train <its overrides>`` into its job directory, from the sweep's
     working directory; with ``parent`` (id, (store, run)), its run is that parent's child
-    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). SIGINT (Ctrl-C) and SIGTERM are passed on to
-    the job, which stops as a run does, and this process exits with the job's status after it.
+    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). ``stale``: the MLflow run of its first start,
+    if it had one, tagged ``rlplat.restarted`` (the job table shows the new run instead).
+    SIGINT (Ctrl-C) and SIGTERM are passed on to the job, which stops as a run does, and this
+    process exits with the job's status after it.
 
     Returns:
         1 when the job failed, else 0.
@@ -270,6 +270,11 @@ def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], p
     cwd = Path(str(config.hydra.runtime.cwd))
     if not cwd.is_dir():
         raise ConfigError(f"job {number}: the sweep's working directory {str(cwd)!r} is gone; the job needs it")
+    if stale is not None:
+        from mlflow import MlflowClient
+
+        uri = read_run_file(sweep_dir / str(number))["tracking_uri"]
+        MlflowClient(tracking_uri=uri).set_tag(stale.info.run_id, RESTARTED_TAG, "true")
     args = [*map(unroute, overrides), f"hydra.run.dir={hydra_quoted(str(sweep_dir / str(number)))}"]
     print(f"rlplat-train: job {number} never started; starting it: rlplat-train {shlex.join(args)}", file=sys.stderr)
     env = {k: v for k, v in os.environ.items() if k != ENV_SWEEP_JOB}

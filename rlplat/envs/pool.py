@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from rlplat.envs.probe import ENGINE_OPTIONS
 from rlplat.registry import ConfigError, closest
 
 INSTALL = "pip install 'rlplat[envpool]'"
@@ -75,6 +74,10 @@ class EnvPoolTask:
         return cls(env_id, env_node.get("max_episode_steps"), kwargs)
 
 
+THREAD_OPTIONS = ("num_threads", "thread_affinity_offset")
+"""EnvPool's options for its threads, not for the env: they reach EnvPool alone
+(:data:`rlplat.envs.probe.ENGINE_OPTIONS`)."""
+
 # EnvPool's options that rlplat sets itself, and the key that sets each
 SET_BY_RLPLAT = {
     "num_envs": "collector.num_envs",
@@ -92,7 +95,7 @@ def check_options(env_id: str, kwargs: Mapping[str, Any], options: Sequence[str]
     """Check ``env.kwargs`` against the ``options`` EnvPool's task ``env_id`` takes.
 
     ``num_threads`` (int >= 1) and ``thread_affinity_offset`` (int >= -1, -1 for none) set
-    EnvPool's threads (:data:`rlplat.envs.probe.ENGINE_OPTIONS`); the task's own options
+    EnvPool's threads (:data:`THREAD_OPTIONS`); the task's own options
     (e.g. MuJoCo's ``ctrl_cost_weight``) go to the evaluation envs as well.
 
     Raises:
@@ -104,8 +107,8 @@ def check_options(env_id: str, kwargs: Mapping[str, Any], options: Sequence[str]
         if key in SET_BY_RLPLAT:
             raise ConfigError(f"env.kwargs.{key}={value!r}: rlplat sets EnvPool's {key}; set {SET_BY_RLPLAT[key]}")
         if key not in options:
-            threads = ", ".join(ENGINE_OPTIONS["envpool"])
-            task = ", ".join(o for o in options if o not in SET_BY_RLPLAT and o not in ENGINE_OPTIONS["envpool"])
+            threads = ", ".join(THREAD_OPTIONS)
+            task = ", ".join(o for o in options if o not in SET_BY_RLPLAT and o not in THREAD_OPTIONS)
             raise ConfigError(
                 f"env.kwargs.{key}: EnvPool's {env_id!r} has no such option; it takes {threads}, and those of "
                 f"its own ({task or 'none'}) that gymnasium's env takes too (they go to the evaluation envs)"

@@ -12,6 +12,7 @@ from typing import Any
 
 import gymnasium
 
+from rlplat.envs.pool import THREAD_OPTIONS, EnvPoolTask
 from rlplat.registry import ENVS, ConfigError, PluginError
 
 BACKENDS = ("gymnasium", "envpool")
@@ -30,7 +31,7 @@ def env_backend(env_node: Mapping[str, Any]) -> str:
     return str(backend)
 
 
-ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {"gymnasium": (), "envpool": ("num_threads", "thread_affinity_offset")}
+ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {"gymnasium": (), "envpool": THREAD_OPTIONS}
 """The ``env.kwargs`` that configure a backend's engine rather than the env (EnvPool's threads):
 passed to that engine alone, never to the gymnasium envs built beside it (the probe, the
 evaluation envs), whose constructors do not take them."""
@@ -91,8 +92,6 @@ def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.
             that is not a ``gymnasium.Env``.
     """
     if env_backend(env_node) == "envpool":
-        from rlplat.envs.pool import EnvPoolTask
-
         EnvPoolTask.from_node(env_node)  # installed, and the id is one of EnvPool's
     probe = build_env(env_node)
     if not isinstance(probe, gymnasium.Env):
