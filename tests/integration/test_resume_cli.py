@@ -284,7 +284,8 @@ def test_nan_reward_ends_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_p
     assert out.stdout.strip() == "2048"
 
 
-@pytest.mark.parametrize("record", ["kept", "lost"])
+# "kept" (slow): the SIGINT sweep test below resumes a job by its kept record as well
+@pytest.mark.parametrize("record", [pytest.param("kept", marks=pytest.mark.slow), "lost"])
 def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(record, tmp_path, store):
     """``lost``: job 1 as if killed before it wrote its run record (``rlplat_run.json``): the
     resume finds its run by the run directory's tag."""
