@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rlplat.checkpoint import CHECKPOINT_DIR
+from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
@@ -35,7 +36,7 @@ def main(args: list[str]) -> int:
     try:
         options = _parse(args)
         target = options["resume"]
-        uri = options.get("tracking.uri") or f"sqlite:///{Path.cwd() / 'outputs' / 'mlflow.db'}"
+        uri = options.get("tracking.uri") or default_tracking_uri()
         if (Path(target) / SWEEP_FILE).is_file():
             return resume_sweep(Path(target))
         resume_run(target, uri)
@@ -165,7 +166,7 @@ def resume_sweep(sweep_dir: Path) -> int:
             continue
         unfinished += 1
         if not any((job / CHECKPOINT_DIR).glob("step_*.pt")):
-            to_start.append((number, run))
+            to_start.append((number, record))
             continue
         # a job without a record but with a checkpoint was killed before it recorded its run:
         # resume_run finds the run by its directory (the URI is only for run ids)
@@ -185,8 +186,8 @@ def resume_sweep(sweep_dir: Path) -> int:
         if not parents and config.tracking.get("enabled", True):
             _warn("no job recorded the sweep's parent run: the jobs started now are not nested under it")
         parent = next(iter(parents.items()), None)
-        for number, stale in to_start:
-            failed += start_job(config, sweep_dir, number, planned[number], parent, stale)
+        for number, first in to_start:
+            failed += start_job(config, sweep_dir, number, planned[number], parent, first)
     for parent_id, (uri, parent_run) in parents.items():
         end_sweep(config, sweep_dir, ParentRun(uri, parent_run.info.experiment_id, parent_id))
     return 1 if failed else 0
@@ -248,12 +249,15 @@ def hydra_quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any, stale: Any) -> int:
+def start_job(
+    config: Any, sweep_dir: Path, number: int, overrides: list[str], parent: Any, first: dict[str, str]
+) -> int:
     """Run job ``number`` of the sweep, which never started (or stopped before its first
     checkpoint), as ``rlplat-train <its overrides>`` into its job directory, from the sweep's
     working directory; with ``parent`` (id, (store, run)), its run is that parent's child
-    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). ``stale``: the MLflow run of its first start,
-    if it had one, tagged ``rlplat.restarted`` (the job table shows the new run instead).
+    (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). ``first``: the record of its first start's
+    run, if it had one (else empty), which is tagged ``rlplat.restarted`` (the job table shows
+    the new run instead).
     SIGINT (Ctrl-C) and SIGTERM are passed on to the job, which stops as a run does, and this
     process exits with the job's status after it.
 
@@ -270,11 +274,10 @@ def start_job(config: Any, sweep_dir: Path, number: int, overrides: list[str], p
     cwd = Path(str(config.hydra.runtime.cwd))
     if not cwd.is_dir():
         raise ConfigError(f"job {number}: the sweep's working directory {str(cwd)!r} is gone; the job needs it")
-    if stale is not None:
+    if first:
         from mlflow import MlflowClient
 
-        uri = read_run_file(sweep_dir / str(number))["tracking_uri"]
-        MlflowClient(tracking_uri=uri).set_tag(stale.info.run_id, RESTARTED_TAG, "true")
+        MlflowClient(tracking_uri=first["tracking_uri"]).set_tag(first["run_id"], RESTARTED_TAG, "true")
     args = [*map(unroute, overrides), f"hydra.run.dir={hydra_quoted(str(sweep_dir / str(number)))}"]
     print(f"rlplat-train: job {number} never started; starting it: rlplat-train {shlex.join(args)}", file=sys.stderr)
     env = {k: v for k, v in os.environ.items() if k != ENV_SWEEP_JOB}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import shlex
 import signal
 import sys
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.args import default_tracking_uri
-from rlplat.cli.locate import RUN_FILE, SWEEP_FILE, write_run_file
+from rlplat.cli.locate import SWEEP_FILE, read_run_file, write_run_file
 from rlplat.command_line import start_up_done
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
 
@@ -165,10 +164,9 @@ def resume_command(output_dir: Path) -> str:
     store of the working directory; its run directory while it has not recorded its run."""
     if (output_dir.parent / SWEEP_FILE).is_file():
         return f"rlplat-train resume={shlex.quote(str(output_dir.parent))}"
-    record = output_dir / RUN_FILE
-    if not record.is_file():
+    run = read_run_file(output_dir)
+    if not run:
         return f"rlplat-train resume={shlex.quote(str(output_dir))}"
-    run = json.loads(record.read_text())
     command = f"rlplat-train resume={run['run_id']}"
     if run["tracking_uri"] != default_tracking_uri():
         command += " " + shlex.quote(f"tracking.uri={run['tracking_uri']}")

@@ -129,7 +129,7 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
             )
         else:
             tags.update(child_tags(parent, HydraConfig.get()))
-    elif (started := started_job_tags(list(HydraConfig.get().overrides.task))) is not None:
+    elif (started := started_job_tags()) is not None:
         tags.update(started)  # a job that resume=<sweep dir> started
     if reporter is not None:
         tags[TRIAL_TAG] = str(reporter.number)

@@ -87,23 +87,14 @@ never started before the sweep stopped), run as a single run: JSON ``{"parent": 
 sweep had run it (:func:`started_job_tags`)."""
 
 
-def started_job_tags(overrides: list[str]) -> dict[str, str] | None:
-    """:func:`child_tags` of a job that ``resume=<sweep dir>`` started (:data:`ENV_SWEEP_JOB`);
-    None in any other process.
-
-    Args:
-        overrides: The job's overrides (``hydra.overrides.task``; ``hydra.*`` ones are left out).
-    """
+def started_job_tags() -> dict[str, str] | None:
+    """:func:`child_tags` of a job that ``resume=<sweep dir>`` started (:data:`ENV_SWEEP_JOB`),
+    but its overrides (every run is tagged with its own); None in any other process."""
     raw = os.environ.get(ENV_SWEEP_JOB)
     if raw is None:
         return None
     job = json.loads(raw)
-    return {
-        PARENT_TAG: str(job["parent"]),
-        SWEEP_TAG: str(job["sweep_dir"]),
-        JOB_TAG: str(job["job"]),
-        OVERRIDES_TAG: " ".join(map(unroute, filter_overrides(overrides))),
-    }
+    return {PARENT_TAG: str(job["parent"]), SWEEP_TAG: str(job["sweep_dir"]), JOB_TAG: str(job["job"])}
 
 
 def log_to_active_parent(
