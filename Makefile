@@ -11,6 +11,8 @@ DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool,atari
 # the peers of make bench-peers, in a virtualenv of their own, pinned
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
+# test processes (pytest-xdist); most tests start rlplat-train, one process each: one per core
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
 
@@ -42,7 +44,7 @@ train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in 
 	$(BIN)/rlplat-train algo=ppo env=pendulum
 
 test: $(DEV_STAMP)  ## the default test suite (slow learning checks skipped)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS)
 
 lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer contracts
 	$(BIN)/ruff check .
@@ -51,7 +53,7 @@ lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer con
 	$(BIN)/lint-imports
 
 test-all: $(DEV_STAMP)  ## every test, slow learning checks included
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
