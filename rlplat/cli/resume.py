@@ -26,7 +26,7 @@ from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, wri
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 from rlplat.sweep.runs import ParentRun
-from rlplat.tags import PARENT_TAG, RESTARTED_TAG
+from rlplat.tags import JOB_TAG, PARENT_TAG, RESTARTED_TAG
 
 ALLOWED = ("resume", "tracking.uri")
 
@@ -256,8 +256,8 @@ def start_job(
     checkpoint), as ``rlplat-train <its overrides>`` into its job directory, from the sweep's
     working directory; with ``parent`` (id, (store, run)), its run is that parent's child
     (:data:`rlplat.sweep.runs.ENV_SWEEP_JOB`). ``first``: the record of its first start's
-    run, if it had one (else empty), which is tagged ``rlplat.restarted`` (the job table shows
-    the new run instead).
+    run, if it had one (else empty); its earlier runs are tagged ``rlplat.restarted``
+    (:func:`tag_earlier_runs`: the job table shows the new run instead).
     SIGINT (Ctrl-C) and SIGTERM are passed on to the job, which stops as a run does, and this
     process exits with the job's status after it.
 
@@ -274,10 +274,7 @@ def start_job(
     cwd = Path(str(config.hydra.runtime.cwd))
     if not cwd.is_dir():
         raise ConfigError(f"job {number}: the sweep's working directory {str(cwd)!r} is gone; the job needs it")
-    if first:
-        from mlflow import MlflowClient
-
-        MlflowClient(tracking_uri=first["tracking_uri"]).set_tag(first["run_id"], RESTARTED_TAG, "true")
+    tag_earlier_runs(number, parent, first)
     args = [*map(unroute, overrides), f"hydra.run.dir={hydra_quoted(str(sweep_dir / str(number)))}"]
     print(f"rlplat-train: job {number} never started; starting it: rlplat-train {shlex.join(args)}", file=sys.stderr)
     env = {k: v for k, v in os.environ.items() if k != ENV_SWEEP_JOB}
@@ -302,6 +299,29 @@ def start_job(
     if code != 0:
         _warn(f"job {number} failed (exit status {code})")
     return int(code != 0)
+
+
+def tag_earlier_runs(number: int, parent: Any, first: dict[str, str]) -> None:
+    """Tag :data:`rlplat.tags.RESTARTED_TAG` on the earlier runs of job ``number``, which is
+    started again, so that the job table shows the new run alone: the run of its record
+    ``first`` (if any), and every child run of ``parent`` (id, (store, run)) tagged with the
+    job's number, such as the run of a job killed after its run was created but before it
+    recorded it in ``rlplat_run.json``."""
+    from mlflow import MlflowClient
+
+    if first:
+        MlflowClient(tracking_uri=first["tracking_uri"]).set_tag(first["run_id"], RESTARTED_TAG, "true")
+    if parent is None:
+        return
+    parent_id, (uri, parent_run) = parent
+    client = MlflowClient(tracking_uri=uri)
+    earlier = client.search_runs(
+        [parent_run.info.experiment_id],
+        filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}' and tags.`{JOB_TAG}` = '{number}'",
+        max_results=1000,
+    )
+    for run in earlier:
+        client.set_tag(run.info.run_id, RESTARTED_TAG, "true")
 
 
 def end_sweep(config: Any, sweep_dir: Path, parent: Any) -> None:

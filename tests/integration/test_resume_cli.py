@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, cli
+from conftest import BIN, TINY, cli
 from mlflow import MlflowClient
 
 from rlplat.tracking.store import store_lock
@@ -284,8 +284,7 @@ def test_nan_reward_ends_the_run_failed_and_keeps_the_last_good_checkpoint(tmp_p
     assert out.stdout.strip() == "2048"
 
 
-# "kept" (slow): the SIGINT sweep test below resumes a job by its kept record as well
-@pytest.mark.parametrize("record", [pytest.param("kept", marks=pytest.mark.slow), "lost"])
+@pytest.mark.parametrize("record", ["kept", "lost"])
 def test_sweep_resume_skips_finished_jobs_and_resumes_the_rest(record, tmp_path, store):
     """``lost``: job 1 as if killed before it wrote its run record (``rlplat_run.json``): the
     resume finds its run by the run directory's tag."""
@@ -358,3 +357,29 @@ def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_nev
     assert jobs[1].data.params["seed"] == "1"
     for number, run in enumerate(jobs):
         assert json.loads((sweep / str(number) / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
+
+
+def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once_in_the_job_table(tmp_path, store):
+    """Job 1's run exists in the store but neither its record (``rlplat_run.json``) nor a
+    checkpoint does, as when its process was killed right after its run was created: the
+    resume starts the job again, and the job table has one row per job, the old run tagged
+    ``rlplat.restarted``."""
+    args = ["-m", *TINY, "algo=ppo", "env=cartpole", "seed=0,1", f"tracking.uri={store}", "hydra.sweep.dir=sweep"]
+    result = cli("rlplat-train", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    sweep, client = tmp_path / "sweep", MlflowClient(tracking_uri=store)
+    orphan = json.loads((sweep / "1" / "rlplat_run.json").read_text())["run_id"]
+    (sweep / "1" / "rlplat_run.json").unlink()
+    shutil.rmtree(sweep / "1" / "checkpoints")
+    client.set_terminated(orphan, "FAILED")
+
+    result = cli("rlplat-train", f"resume={sweep}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "job 0 finished already" in result.stderr and "job 1 never started; starting it" in result.stderr
+    new = json.loads((sweep / "1" / "rlplat_run.json").read_text())["run_id"]
+    assert new != orphan and client.get_run(new).info.status == "FINISHED"
+    assert client.get_run(orphan).data.tags.get("rlplat.restarted") == "true"
+    parent = client.get_run(client.get_run(new).data.tags["mlflow.parentRunId"])
+    assert parent.data.metrics["sweep/jobs"] == 2  # one row per job
+    table = client.download_artifacts(parent.info.run_id, "jobs.csv", str(tmp_path))
+    assert orphan not in Path(table).read_text() and new in Path(table).read_text()
