@@ -350,7 +350,9 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
     name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
-    tracker.begin(name, flatten(built.config), tags)  # created while training starts: see RunRecord
+    # created while training starts (see RunRecord), and started when the job did: before the
+    # metrics logged meanwhile, so that seconds from the run's start count the whole command
+    tracker.begin(name, flatten(built.config), tags, start_time=spec.job_start)
     resolved = spec.output_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
     tracker.log_artifact(resolved)

@@ -230,18 +230,22 @@ class TrackerProcess:
         if status == "error":
             raise value
 
-    def start(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> str:
+    def start(
+        self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
+    ) -> str:
         """Create the run (see :meth:`rlplat.tracking.Tracker.start`); returns its id."""
-        self.begin(run_name, params, tags)
+        self.begin(run_name, params, tags, start_time)
         return self.started()
 
-    def begin(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
+    def begin(
+        self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
+    ) -> None:
         """Have the child create the run (see :meth:`rlplat.tracking.Tracker.start`) without
         waiting for it; :meth:`started` returns its id. Writes sent meanwhile are recorded
         into it."""
         if self.run_id is not None or self._starting:
             raise RuntimeError("this tracker process has begun its run already")
-        self._send("start", run_name, dict(params), dict(tags), reply=True)
+        self._send("start", run_name, dict(params), dict(tags), start_time, reply=True)
         self._starting = True
 
     def started(self) -> str:

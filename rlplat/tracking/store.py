@@ -356,8 +356,12 @@ class Tracker:
             return ConfigError(f"tracking.uri={self.uri!r}: no MLflow tracking server answers there ({why(error)})")
         return ConfigError(f"tracking.uri={self.uri!r}: the tracking store refused the request ({why(error)})")
 
-    def start(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> str:
-        """Create the run with ``tags`` and log ``params``; returns the run id.
+    def start(
+        self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
+    ) -> str:
+        """Create the run with ``tags`` and log ``params``; returns the run id. ``start_time``
+        (seconds since the epoch, as ``time.time()``): the run's start, when it began before
+        the run is created (a command's start, before its metrics' timestamps); None: now.
 
         Raises:
             ConfigError: when the tracking server stopped answering since the constructor;
@@ -365,7 +369,12 @@ class Tracker:
         """
         try:
             with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
-                run = self.client.create_run(self.experiment_id, run_name=run_name, tags=dict(tags))
+                run = self.client.create_run(
+                    self.experiment_id,
+                    start_time=None if start_time is None else int(start_time * 1000),
+                    tags=dict(tags),
+                    run_name=run_name,
+                )
         except MlflowException as error:
             if unreachable(error):
                 raise self._refused(error) from error
@@ -381,10 +390,12 @@ class Tracker:
             raise
         return self.run_id
 
-    def begin(self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
+    def begin(
+        self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
+    ) -> None:
         """:meth:`start`, for the interface of :class:`rlplat.tracking.process.TrackerProcess`,
         whose run is created while training starts: here at once (its errors are raised here)."""
-        self.start(run_name, params, tags)
+        self.start(run_name, params, tags, start_time)
 
     def started(self) -> str:
         """The id of the run :meth:`begin` created."""

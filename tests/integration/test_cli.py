@@ -50,6 +50,12 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
     ):
         assert metric in run.data.metrics, metric
     assert [m.step for m in client.get_metric_history(run.info.run_id, "time/fps")] == [128, 256]
+    # the run starts when the command did (its run is created beside the training, later):
+    # every metric after it, and its duration the command's, start-up and training included
+    timestamps = [m.timestamp for key in run.data.metrics for m in client.get_metric_history(run.info.run_id, key)]
+    assert run.info.start_time <= min(timestamps) and max(timestamps) <= run.info.end_time
+    startup_s, train_s = run.data.metrics["time/startup_s"], run.data.metrics["time/train_s"]
+    assert (run.info.end_time - run.info.start_time) / 1000 >= startup_s + train_s
 
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "hydra", "checkpoints"} <= artifacts
