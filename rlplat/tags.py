@@ -11,6 +11,7 @@ OVERRIDES_TAG = "rlplat.overrides"  # on every run: its overrides as typed, spac
 JOB_TAG = "rlplat.job"  # on a child: the job's number in the sweep
 PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
 RESTARTED_TAG = "rlplat.restarted"  # on a child that stopped before its first checkpoint and was started again: "true"
+SOURCE_RUN_TAG = "rlplat.source_run"  # on an rlplat-eval run: the id of the run whose checkpoint it evaluated
 RUN_DIR_TAG = "rlplat.run_dir"  # on every run: its absolute run directory (Hydra's output directory)
 TRIAL_TAG = "optuna.trial"  # on an Optuna sweep's child: its trial's number in the study
 SEED_INDEX_TAG = "optuna.seed_index"  # on such a child when trials run on several seeds: 0 .. seeds_per_trial - 1

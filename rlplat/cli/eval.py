@@ -29,6 +29,7 @@ from rlplat.cli.restore import (
     restore,
 )
 from rlplat.command_line import collection_paused, skip_final_collection
+from rlplat.tags import SOURCE_RUN_TAG
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 PROG = "rlplat-eval"
 BATCH = 32
 """Most envs stepped together; ``episodes`` are run in batches of this many."""
-SOURCE_RUN_TAG = "rlplat.source_run"
-"""Tag of an evaluation run: the id of the run whose checkpoint was evaluated."""
 KEYS = {"episodes": Key(integer(1), 100, "episodes to run (one per env, at most 32 envs at once)"), **COMMON_KEYS}
 
 

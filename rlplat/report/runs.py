@@ -22,7 +22,7 @@ import numpy as np
 
 from rlplat.registry import ConfigError, closest
 from rlplat.report.curves import RunCurve
-from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
+from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SOURCE_RUN_TAG, SWEEP_TAG
 
 IGNORED_PREFIXES = ("seed", "tracking.", "checkpoint.", "hydra.", "resume")
 """Override keys that do not change what a run learns: they never separate groups."""
@@ -80,13 +80,20 @@ def _is_parent(run: Any) -> bool:
     return SWEEP_TAG in tags and PARENT_TAG not in tags
 
 
+def _is_training_run(run: Any) -> bool:
+    """A run that trained: neither a sweep's parent run nor an ``rlplat-eval`` run (tagged
+    with the run whose checkpoint it evaluated)."""
+    return not _is_parent(run) and SOURCE_RUN_TAG not in run.data.tags
+
+
 def select_runs(client: Any, targets: Sequence[str]) -> Selection:
     """The runs named by ``targets``, each one of:
 
     * a run id: a sweep's parent run gives its child runs, any other run itself;
-    * an experiment name (or id): its runs, but sweeps' parent runs;
-    * a search filter in MLflow's syntax, e.g. ``"tags.algo = 'ppo'"``: the matching runs of
-      every experiment, but sweeps' parent runs.
+    * an experiment name (or id): its training runs (not sweeps' parent runs, nor the runs of
+      ``rlplat-eval``, which re-evaluate a training run's checkpoint);
+    * a search filter in MLflow's syntax, e.g. ``"tags.algo = 'ppo'"``: the matching training
+      runs of every experiment.
 
     Args:
         client: An ``mlflow.MlflowClient`` on the store.
@@ -134,14 +141,14 @@ def _target_runs(client: Any, target: str) -> tuple[list[Any], bool]:
         return children or [run], bool(children)
     if (experiment := _experiment(client, target)) is not None:
         runs = client.search_runs([experiment.experiment_id], max_results=50000)
-        return [r for r in runs if not _is_parent(r)], False
+        return [r for r in runs if _is_training_run(r)], False
     if any(sign in target for sign in FILTER_SIGNS):
         try:
             runs = client.search_runs(_all_experiment_ids(client), filter_string=target, max_results=50000)
         except MlflowException as error:
             message = " ".join(str(error.message).split())
             raise ConfigError(f"filter {target!r}: {message}") from None
-        return [r for r in runs if not _is_parent(r)], False
+        return [r for r in runs if _is_training_run(r)], False
     names = [e.name for e in client.search_experiments(max_results=10000)]
     suggestion = closest(target, names)
     hint = f" Did you mean {suggestion!r}?" if suggestion else ""

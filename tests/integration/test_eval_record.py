@@ -288,3 +288,15 @@ def test_periodic_videos_are_logged_on_the_run_from_the_first(tmp_path, store):
     names = sorted(p.name for p in (run_dir / "videos").iterdir())
     assert names == ["frames_000000000128.mp4", "frames_000000000256.mp4"]
     assert sorted(a.path for a in client.list_artifacts(run.info.run_id, "videos")) == [f"videos/{n}" for n in names]
+
+
+def test_compare_of_an_experiment_leaves_out_the_runs_of_rlplat_eval(trained, tmp_path):
+    """An evaluation run re-scores a training run's checkpoint: compared as a run of its own it
+    would count as another seed (here, a group ``episodes=2``)."""
+    result = cli("rlplat-eval", trained.run_id, "episodes=2", f"tracking.uri={trained.store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert trained.evaluations()
+    out = tmp_path / "report"
+    result = cli("rlplat-compare", "rlplat", f"tracking.uri={trained.store}", f"out={out}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "1 runs in 1 group;" in " ".join(result.stdout.split()), result.stdout  # not 2 runs in 2 groups
