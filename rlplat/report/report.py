@@ -125,16 +125,17 @@ def _short_labels(labels: Sequence[str]) -> tuple[dict[str, str], str]:
     return short, shared
 
 
-def _first_reach(curve: RunCurve, threshold: float) -> tuple[float, float] | None:
-    """Frames and seconds at which ``curve`` first reaches ``threshold``; None when it never does."""
-    hits = np.flatnonzero(curve.values >= threshold)
+def _first_reach(curve: RunCurve, threshold: float, lower: bool) -> tuple[float, float] | None:
+    """Frames and seconds at which ``curve`` first reaches ``threshold`` (at or above it, or
+    at or below it for a ``lower``-is-better metric); None when it never does."""
+    hits = np.flatnonzero(curve.values <= threshold if lower else curve.values >= threshold)
     if len(hits) == 0:
         return None
     return float(curve.frames[hits[0]]), float(curve.seconds[hits[0]])
 
 
 def _group_result(
-    group: str, members: Sequence[RunCurve], threshold: float | None, options: Mapping[str, Any]
+    group: str, members: Sequence[RunCurve], threshold: float | None, lower: bool, options: Mapping[str, Any]
 ) -> GroupResult:
     """One group's final scores by task, their statistics with intervals, frames, wall time,
     and with a ``threshold`` how many runs reached it and when."""
@@ -144,7 +145,7 @@ def _group_result(
     arrays = {task: np.array(values, dtype=np.float64) for task, values in scores.items()}
     reach: dict[str, Any] = {}
     if threshold is not None:
-        hits = [h for h in (_first_reach(c, threshold) for c in members) if h is not None]
+        hits = [h for h in (_first_reach(c, threshold, lower) for c in members) if h is not None]
         reach = {
             "reached": len(hits),
             "frames_to_threshold": float(np.median([h[0] for h in hits])) if hits else math.nan,
@@ -175,7 +176,8 @@ def compare(
     Args:
         curves: One per run, each with a group and a task label; none empty.
         metric: Name of the metric the curves hold.
-        threshold: Score counted as reached (frames and seconds to it are reported).
+        threshold: Score counted as reached, at or above it (at or below it for a metric of
+            :data:`rlplat.settings.LOWER_IS_BETTER`); frames and seconds to it are reported.
         confidence: Confidence level of every interval, in (0, 1).
         resamples: Bootstrap resamples per interval.
         seed: Seed of the bootstrap's generator: the same runs give the same report.
@@ -195,7 +197,7 @@ def compare(
     curves = [dataclasses.replace(c, group=short[c.group]) for c in curves]
     options: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
     groups = dict.fromkeys(c.group for c in curves)
-    results = [_group_result(g, [c for c in curves if c.group == g], threshold, options) for g in groups]
+    results = [_group_result(g, [c for c in curves if c.group == g], threshold, lower, options) for g in groups]
     results.sort(key=lambda r: r.intervals["iqm"].value if lower else -r.intervals["iqm"].value)
     rank = {r.group: i for i, r in enumerate(results)}
     curves = sorted(curves, key=lambda c: rank[c.group])  # plots list the groups as the table does
@@ -226,7 +228,8 @@ def _columns(report: Report) -> list[str]:
     level = f"{report.confidence:.0%} CI"
     columns = ["group", "seeds", f"mean [{level}]", f"median [{level}]", f"IQM [{level}]", "frames", "wall (s)"]
     if report.threshold is not None:
-        columns += [f"reached ≥ {report.threshold:g}", "frames to it", "seconds to it"]
+        reached = "≤" if report.metric in LOWER_IS_BETTER else "≥"
+        columns += [f"reached {reached} {report.threshold:g}", "frames to it", "seconds to it"]
     return columns
 
 

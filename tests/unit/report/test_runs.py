@@ -144,3 +144,8 @@ def test_seconds_to_a_target_rank_lowest_first_with_the_improvement_the_other_wa
     assert (improvement.better, improvement.worse) == ("preset=fast", "preset=slow")
     assert improvement.probability.value == 1.0  # every fast run is below every slow one
     assert report.improvement_header == "P(A < B)" and "lower is better" in report_markdown(report)
+
+    # a threshold of a lower-is-better metric is reached at or below it
+    report = compare([*slow, *fast], "time/to_target_s", threshold=2.5)
+    assert {g.group: g.reached for g in report.groups} == {"preset=fast": 2, "preset=slow": 0}
+    assert "reached ≤ 2.5" in report_markdown(report)
