@@ -49,6 +49,7 @@ from rlplat.sweep.runs import (
     log_to_active_parent,
     set_active_parent,
     started_job_tags,
+    sweep_directory,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
 from rlplat.tags import DESCRIPTION_TAG
@@ -89,7 +90,7 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     if not tracking.enabled:
         return None
     hydra_cfg = config.hydra
-    sweep_dir = str(hydra_cfg.sweep.dir)
+    sweep_dir = sweep_directory(hydra_cfg)
     choices = hydra_cfg.runtime.choices
     tags = {
         SWEEP_TAG: sweep_dir,

@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra.conf import HydraConf
 from hydra.core.utils import filter_overrides
@@ -60,6 +61,13 @@ def set_active_parent(parent: ParentRun | None) -> None:
     _active_parent = parent
 
 
+def sweep_directory(hydra_cfg: Any) -> str:
+    """The sweep's directory (``hydra.sweep.dir``) as an absolute path, from the sweep's
+    working directory when it is relative (Hydra's default, ``multirun/...``): the
+    :data:`SWEEP_TAG` that resumes and reports find it by from any directory."""
+    return str(Path(str(hydra_cfg.runtime.cwd), str(hydra_cfg.sweep.dir)))
+
+
 def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
     """Tags that make a job's run the child of ``parent``.
 
@@ -74,7 +82,7 @@ def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
     overrides = filter_overrides(list(hydra_cfg.overrides.task))
     return {
         PARENT_TAG: parent.run_id,
-        SWEEP_TAG: str(hydra_cfg.sweep.dir),
+        SWEEP_TAG: sweep_directory(hydra_cfg),
         JOB_TAG: str(hydra_cfg.job.num),
         OVERRIDES_TAG: " ".join(map(unroute, overrides)),
     }

@@ -45,6 +45,16 @@ def test_a_sweep_ends_with_a_report_on_its_parent_run(tmp_path, store):
         assert f"report/{name}" in logged
     assert (folder / "final_scores.png").read_bytes().startswith(b"\x89PNG")
 
+    # the parent run names its sweep directory absolutely: compared again from elsewhere, the
+    # report goes back there
+    assert parent.data.tags["rlplat.sweep"] == str(sweep_dir)
+    (folder / "report.md").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = cli("rlplat-compare", parent.info.run_id, f"tracking.uri={store}", cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert (folder / "report.md").is_file() and not (elsewhere / "outputs").exists()
+
     # the CSV holds what the runs logged: the mean of a group is the mean of its runs' final evals
     rows = {row["group"]: row for row in csv.DictReader((folder / "report.csv").open())}
     ppo = [c.data.metrics["eval/return_mean"] for c in children if c.data.tags["algo"] == "ppo"]
