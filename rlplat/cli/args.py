@@ -81,6 +81,40 @@ def text(key: str, value: str) -> str:
     return value
 
 
+def _creatable(key: str, value: str, path: Path) -> None:
+    """Raise ConfigError unless ``path`` can be made: its nearest existing ancestor is a folder."""
+    for ancestor in path.absolute().parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise ConfigError(f"{key}={value!r}: {str(ancestor)!r} is a file, not a folder")
+            return
+
+
+def output_folder(key: str, value: str) -> Path:
+    """A folder to write into: one that exists, or one that can be made (not a file's path)."""
+    path = Path(text(key, value))
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{key}={value!r}: a file exists there; give a folder")
+    _creatable(key, value, path)
+    return path
+
+
+def output_file(*suffixes: str) -> Callable[[str, str], Path]:
+    """A parser of paths of a file to write, with one of ``suffixes`` (e.g. ``.mp4``), that is
+    not a folder and whose folder exists or can be made."""
+
+    def parse(key: str, value: str) -> Path:
+        path = Path(text(key, value))
+        if path.suffix.lower() not in suffixes:
+            raise ConfigError(f"{key}={value!r}: must end in {' or '.join(suffixes)}")
+        if path.is_dir():
+            raise ConfigError(f"{key}={value!r}: a folder exists there; give a file name")
+        _creatable(key, value, path)
+        return path
+
+    return parse
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, with usage errors reported as one ``<prog>: error:`` line (exit status 2)."""
 

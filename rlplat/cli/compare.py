@@ -21,10 +21,9 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from rlplat.cli.args import ArgumentParser, Key, default_tracking_uri, reported, shown, text
+from rlplat.cli.args import ArgumentParser, Key, default_tracking_uri, output_folder, reported, shown, text
 from rlplat.command_line import collection_paused, skip_final_collection
 from rlplat.registry import ConfigError, closest
 
@@ -59,7 +58,9 @@ KEYS = {
     "metric": Key(text, "eval/return_mean", "metric compared: each run's last value is its score"),
     "threshold": Key(_number, None, "score counted as reached: frames and seconds to it are reported"),
     "confidence": Key(_level, 0.95, "level of the confidence intervals"),
-    "out": Key(text, None, "folder for report.md, report.csv and plots; default: a sweep's dir, else outputs/compare/"),
+    "out": Key(
+        output_folder, None, "folder for report.md, report.csv and plots; default: a sweep's dir, else outputs/compare/"
+    ),
     "tracking.uri": Key(text, None, "MLflow store to read; default: outputs/mlflow.db here"),
 }
 
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             values["tracking.uri"] or default_tracking_uri(),
             targets,
             metric=values["metric"],
-            out=Path(values["out"]) if values["out"] else None,
+            out=values["out"],
             group_by=values["group_by"],
             threshold=values["threshold"],
             confidence=values["confidence"],

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlplat.cli.args import Key, default_tracking_uri, integer, reported, text
+from rlplat.cli.args import Key, default_tracking_uri, integer, output_file, reported
 from rlplat.cli.restore import (
     COMMON_KEYS,
     argument_parser,
@@ -41,7 +41,9 @@ PROG = "rlplat-record"
 KEYS = {
     "episodes": Key(integer(1), 3, "episodes to record, one after another"),
     "fps": Key(integer(1), 30, "frames per second of the video"),
-    "out": Key(text, None, "video file (.mp4, or .gif); default: <run dir>/videos/<checkpoint name>.mp4"),
+    "out": Key(
+        output_file(".mp4", ".gif"), None, "video file (.mp4, or .gif); default: <run dir>/videos/<checkpoint name>.mp4"
+    ),
     **COMMON_KEYS,
 }
 
@@ -104,7 +106,7 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
     built = restore(located, env, values["seed"], values["device"])
     try:
         parts = built.parts
-        out = Path(values["out"]) if values["out"] else default_out(located)
+        out = values["out"] or default_out(located)
         return record_episodes(
             parts.loss.policy, make_env, parts.transforms, values["episodes"], parts.seed + EVAL_SEED_OFFSET,
             out, values["fps"], values["deterministic"], parts.device,
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         run, values, env = parse_command(parser, argv, KEYS)
         located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
         path = render(located, values, env)
-    asked_for_gif = values["out"] is not None and Path(values["out"]).suffix.lower() == ".gif"
+    asked_for_gif = values["out"] is not None and values["out"].suffix.lower() == ".gif"
     if path.suffix == ".gif" and not asked_for_gif:
         print(f"{PROG}: no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead", file=sys.stderr)
     print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")

@@ -108,3 +108,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(args, needle, tmp_path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rlplat-compare: error:") and needle in lines[0], result.stderr
     assert not Path(tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("out", ["notes.txt", "notes.txt/report"])
+def test_an_out_that_is_a_file_is_one_line_before_any_report(out, tmp_path, store):
+    result = cli("rlplat-train", *TINY, "algo=ppo", "env=cartpole", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (tmp_path / "notes.txt").write_text("a file\n")
+    result = cli("rlplat-compare", "rlplat", f"tracking.uri={store}", f"out={out}", cwd=tmp_path)
+    assert result.returncode == 2 and "rlplat report" not in result.stdout, result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"rlplat-compare: error: out={out!r}") and "file" in line, line
+    assert (tmp_path / "notes.txt").read_text() == "a file\n" and not (tmp_path / "outputs" / "compare").exists()

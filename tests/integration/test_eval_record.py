@@ -300,3 +300,22 @@ def test_compare_of_an_experiment_leaves_out_the_runs_of_rlplat_eval(trained, tm
     result = cli("rlplat-compare", "rlplat", f"tracking.uri={trained.store}", f"out={out}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "1 runs in 1 group;" in " ".join(result.stdout.split()), result.stdout  # not 2 runs in 2 groups
+
+
+@pytest.mark.parametrize(
+    "out,needles",
+    [
+        ("notes.txt/clip.mp4", ["out='notes.txt/clip.mp4'", "is a file, not a folder"]),
+        ("folder", ["out='folder'", "must end in .mp4 or .gif"]),
+        ("folder.mp4", ["out='folder.mp4'", "a folder exists there"]),
+        ("clip.txt", ["out='clip.txt'", "must end in .mp4 or .gif"]),
+    ],
+)
+def test_record_to_an_out_it_cannot_write_is_one_line_and_writes_nothing(out, needles, trained, tmp_path):
+    (tmp_path / "notes.txt").write_text("a file\n")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder.mp4").mkdir()
+    before = {p.name for p in tmp_path.iterdir()}
+    result = cli("rlplat-record", str(trained.run_dir), f"out={out}", cwd=tmp_path)
+    assert_one_line_error("rlplat-record", result, needles)
+    assert {p.name for p in tmp_path.iterdir()} == before and not any((tmp_path / "folder.mp4").iterdir())
