@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlplat.cli.args import Key, default_tracking_uri, integer, reported
+from rlplat.cli.locate import with_source_run
 from rlplat.cli.restore import (
     COMMON_KEYS,
     argument_parser,
@@ -154,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     with reported(PROG):
         run, values, env = parse_command(parser, argv, KEYS)
         uri = values["tracking.uri"] or default_tracking_uri()
-        located = locate_run(run, uri)
+        located, gone = with_source_run(locate_run(run, uri))
+        if gone:
+            print(f"{PROG}: {gone}: the evaluation is recorded as a run of its own in {uri}", file=sys.stderr)
         built = restore(located, env, values["seed"], values["device"])
         try:
             tracker, name = open_tracker(located, built.config, uri)  # a store that does not answer: bad input

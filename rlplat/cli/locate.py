@@ -62,6 +62,31 @@ def _no_sqlite_store(tracking_uri: str) -> bool:
     return not Path(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0]).is_file()
 
 
+def with_source_run(located: Located) -> tuple[Located, str | None]:
+    """``located``, without its run when that run's store no longer holds it (an sqlite file
+    deleted or moved, or a run directory copied from another machine), and why, to say; else
+    ``located`` as it is and None. Opening a missing sqlite file would create an empty store."""
+    import dataclasses
+
+    if located.run_id is None or located.tracking_uri is None:
+        return located, None
+    gone = _no_sqlite_store(located.tracking_uri)
+    if not gone:
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+
+        try:
+            MlflowClient(tracking_uri=located.tracking_uri).get_run(located.run_id)
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            gone = True
+    if not gone:
+        return located, None
+    why = f"its run {located.run_id} is not in {located.tracking_uri} (the store its run directory recorded)"
+    return dataclasses.replace(located, run_id=None, tracking_uri=None), why
+
+
 def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
     """The run directory of an MLflow run, from its :data:`RUN_DIR_TAG` tag.
 

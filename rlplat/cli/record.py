@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlplat.cli.args import Key, default_tracking_uri, integer, output_file, reported
+from rlplat.cli.locate import with_source_run
 from rlplat.cli.restore import (
     COMMON_KEYS,
     argument_parser,
@@ -128,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if path.suffix == ".gif" and not asked_for_gif:
         print(f"{PROG}: no ffmpeg encoder available (pip install imageio-ffmpeg): wrote a GIF instead", file=sys.stderr)
     print(f"Wrote {values['episodes']} episode{'s' if values['episodes'] > 1 else ''} to {path}")
+    located, gone = with_source_run(located)
+    if gone:
+        print(f"{PROG}: {gone}: the video is not logged to MLflow", file=sys.stderr)
     if located.run_id is not None and located.tracking_uri is not None:
         log_video(located.tracking_uri, located.run_id, path)
         print(f"Logged as artifact videos/{path.name} of MLflow run {located.run_id}.")

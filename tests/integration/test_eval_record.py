@@ -319,3 +319,31 @@ def test_record_to_an_out_it_cannot_write_is_one_line_and_writes_nothing(out, ne
     result = cli("rlplat-record", str(trained.run_dir), f"out={out}", cwd=tmp_path)
     assert_one_line_error("rlplat-record", result, needles)
     assert {p.name for p in tmp_path.iterdir()} == before and not any((tmp_path / "folder.mp4").iterdir())
+
+
+def test_a_run_directory_whose_store_is_gone_is_evaluated_and_recorded_on_its_own(trained, tmp_path):
+    """A run directory copied elsewhere, its recorded store missing: eval records a run of its
+    own in the store it is given (saying why), record writes the video without logging it,
+    and neither creates the missing store."""
+    import json
+    import shutil
+
+    copy = tmp_path / "copied"
+    shutil.copytree(trained.run_dir, copy)
+    record = json.loads((copy / "rlplat_run.json").read_text())
+    gone = tmp_path / "gone" / "mlflow.db"
+    (copy / "rlplat_run.json").write_text(json.dumps({**record, "tracking_uri": f"sqlite:///{gone}"}))
+    store = f"sqlite:///{tmp_path / 'here.db'}"
+
+    result = cli("rlplat-eval", str(copy), "episodes=2", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert f"is not in sqlite:///{gone}" in result.stderr and f"recorded as a run of its own in {store}" in result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [evaluation] = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert "rlplat.source_run" not in evaluation.data.tags and evaluation.data.metrics["eval/episodes"] == 2
+
+    result = cli("rlplat-record", str(copy), "episodes=1", cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "the video is not logged to MLflow" in result.stderr
+    assert (copy / "videos" / "final.mp4").stat().st_size > 0 or (copy / "videos" / "final.gif").is_file()
+    assert not gone.parent.exists()
