@@ -337,7 +337,8 @@ def test_a_run_directory_whose_store_is_gone_is_evaluated_and_recorded_on_its_ow
 
     result = cli("rlplat-eval", str(copy), "episodes=2", f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    assert f"is not in sqlite:///{gone}" in result.stderr and f"recorded as a run of its own in {store}" in result.stderr
+    assert f"is not in sqlite:///{gone}" in result.stderr
+    assert f"recorded as a run of its own in {store}" in result.stderr
     client = MlflowClient(tracking_uri=store)
     [evaluation] = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert "rlplat.source_run" not in evaluation.data.tags and evaluation.data.metrics["eval/episodes"] == 2
