@@ -277,9 +277,23 @@ class Optimizers:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` of optimizers built from the same config."""
+        """Restore :meth:`state_dict` of optimizers built from the same config.
+
+        torch's ``Optimizer.load_state_dict`` replaces the optimizer's param group dicts with
+        new ones: each unit's :attr:`OptimizerUnit.param_groups` is pointed at the new dicts
+        in the same positions, or the learning-rate schedule (:meth:`set_lr_factor`) would
+        set rates the optimizer no longer reads.
+        """
+        positions = [[_position(unit.optimizer, group) for group in unit.param_groups] for unit in self.units]
         for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
             optimizer.load_state_dict(saved)
+        for unit, indices in zip(self.units, positions, strict=True):
+            unit.param_groups = [unit.optimizer.param_groups[i] for i in indices]
+
+
+def _position(optimizer: torch.optim.Optimizer, group: dict[str, Any]) -> int:
+    """The index of the param group dict ``group`` (that very dict) in ``optimizer``."""
+    return next(i for i, candidate in enumerate(optimizer.param_groups) if candidate is group)
 
 
 def _step(optimizer: torch.optim.Optimizer, flat: bool) -> Callable[[], Any]:

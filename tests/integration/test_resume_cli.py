@@ -383,3 +383,29 @@ def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once
     assert parent.data.metrics["sweep/jobs"] == 2  # one row per job
     table = client.download_artifacts(parent.info.run_id, "jobs.csv", str(tmp_path))
     assert orphan not in Path(table).read_text() and new in Path(table).read_text()
+
+
+def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stopped(tmp_path):
+    """PPO's preset decays its learning rate (trainer.lr_schedule=linear): the resumed run
+    must go on with the decayed rates the schedule sets, not the checkpoint's last ones."""
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "split").mkdir()
+    whole, split = (f"sqlite:///{tmp_path / name / 'mlflow.db'}" for name in ("whole", "split"))
+    args = [*PPO, "seed=5"]
+    assert "trainer.lr_schedule=constant" not in args
+    result = cli("rlplat-train", *args, f"tracking.uri={whole}", cwd=tmp_path / "whole")
+    assert result.returncode == 0, result.stderr
+
+    process = start([*args, f"tracking.uri={split}"], tmp_path / "split")
+    wait_for_checkpoint(tmp_path / "split", process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    result = cli(*printed_resume(stderr), cwd=tmp_path / "split")
+    assert result.returncode == 0, result.stderr
+
+    histories = []
+    for store in (whole, split):
+        client, run = only_run(store)
+        histories.append([(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "eval/return_mean")])
+    assert histories[0] == histories[1] and histories[0][-1][0] == 12288

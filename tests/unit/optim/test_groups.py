@@ -299,3 +299,27 @@ def test_an_optimizer_with_step_hooks_keeps_its_step():
     assert step == optimizer.step
     differentiable = torch.optim.Adam(_net().parameters(), differentiable=True)
     assert not EagerStep.supports(differentiable)
+
+
+def test_a_loaded_state_leaves_the_learning_rate_schedule_setting_the_rates_the_optimizers_use():
+    """torch's load_state_dict replaces the param group dicts: the schedule must follow."""
+
+    def built() -> tuple:
+        actor, critic, other = _net(), _net(), _net()
+        node = {**ADAM, "actor": {"lr": 0.05}, "critic": {"lr": 0.02}}
+        groups = {"actor": list(actor.parameters()), "critic": list(critic.parameters()), "other": list(other.parameters())}
+        return make_optimizers(node, groups), actor, critic, other
+
+    saved, *nets = built()
+    x = torch.randn(8, 3)
+    sum(net(x).pow(2).mean() for net in nets).backward()
+    saved.step()
+    saved.set_lr_factor(0.5)
+    loaded, *_ = built()
+    loaded.load_state_dict(saved.state_dict())
+    assert loaded.learning_rates() == {"actor/lr": 0.025, "critic/lr": 0.01, "lr": 0.005}
+    loaded.set_lr_factor(0.1)
+    rates = {"actor/lr": 0.005, "critic/lr": 0.002, "lr": 0.001}
+    assert loaded.learning_rates() == pytest.approx(rates)
+    used = sorted(group["lr"] for optimizer in loaded.optimizers for group in optimizer.param_groups)
+    assert used == pytest.approx(sorted(rates.values()))
