@@ -307,7 +307,8 @@ def test_a_loaded_state_leaves_the_learning_rate_schedule_setting_the_rates_the_
     def built() -> tuple:
         actor, critic, other = _net(), _net(), _net()
         node = {**ADAM, "actor": {"lr": 0.05}, "critic": {"lr": 0.02}}
-        groups = {"actor": list(actor.parameters()), "critic": list(critic.parameters()), "other": list(other.parameters())}
+        nets = {"actor": actor, "critic": critic, "other": other}
+        groups = {name: list(net.parameters()) for name, net in nets.items()}
         return make_optimizers(node, groups), actor, critic, other
 
     saved, *nets = built()
