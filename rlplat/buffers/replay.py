@@ -80,6 +80,7 @@ class ReplayBuffer:
         self._head = 0  # next row to write
         self._rows = 0  # rows written, at most the storage length
         self._credit = 0.0  # updates earned and not yet taken
+        self._updates_from = learning_starts  # frames from which rollouts earn updates
 
     def extend(self, rollout: TensorDict) -> None:
         """Append a ``[T, B]`` rollout, overwriting the oldest rows when full."""
@@ -100,7 +101,7 @@ class ReplayBuffer:
         self._head = (self._head + T) % length
         self._rows = min(self._rows + T, length)
         self.frames += T * B
-        if self.frames >= self.learning_starts:
+        if self.frames >= self._updates_from:
             self._credit += self.replay_ratio * T * B
 
     def _use(self, storage: TensorDict) -> None:
@@ -154,7 +155,13 @@ class ReplayBuffer:
     def state_dict(self, with_data: bool = False) -> dict[str, Any]:
         """Counters and, ``with_data``, the stored transitions (as a dict of tensors), for an
         exact resume; without them a resumed run refills the buffer."""
-        state: dict[str, Any] = {"frames": self.frames, "credit": self._credit, "head": self._head, "rows": self._rows}
+        state: dict[str, Any] = {
+            "frames": self.frames,
+            "credit": self._credit,
+            "head": self._head,
+            "rows": self._rows,
+            "updates_from": self._updates_from,
+        }
         if with_data and self._storage is not None:
             state["storage"] = self._storage.to_dict()
             state["storage_shape"] = list(self._storage.batch_size)
@@ -162,11 +169,16 @@ class ReplayBuffer:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; without stored transitions the buffer starts empty
-        (its frame count and update credit carry over)."""
-        self.frames, self._credit = int(state["frames"]), float(state["credit"])
+        and refills: its frame count carries over, and updates start again once
+        ``learning_starts`` more frames were collected (as at the run's start, so that no
+        update samples a nearly empty buffer)."""
+        self.frames = int(state["frames"])
         if "storage" in state:
             self._use(TensorDict(state["storage"], batch_size=state["storage_shape"]))
             self._head, self._rows = int(state["head"]), int(state["rows"])
+            self._credit = float(state["credit"])
+            self._updates_from = int(state.get("updates_from", self.learning_starts))
         else:
             self._storage, self._keys, self._head, self._rows = None, [], 0, 0
             self._flat, self._flat_arrays, self._writable = [], [], []
+            self._credit, self._updates_from = 0.0, self.frames + self.learning_starts

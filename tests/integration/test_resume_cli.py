@@ -409,3 +409,28 @@ def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stoppe
         client, run = only_run(store)
         histories.append([(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "eval/return_mean")])
     assert histories[0] == histories[1] and histories[0][-1][0] == 12288
+
+
+def test_an_n_step_dqn_run_without_its_saved_buffer_resumes_and_refills_it(tmp_path, store):
+    """The DQN CartPole preset samples 3-step windows; checkpoint.save_buffer=false leaves the
+    transitions out, so the resumed run refills its buffer before it updates again."""
+    args = [
+        "algo=dqn",
+        "env=cartpole",
+        "collector.steps_per_env=1",  # the first rollout after the resume: one step of each env
+        "trainer.total_frames=3072",
+        "trainer.eval_every_frames=1000",
+        "trainer.eval_episodes=2",
+        "trainer.target_return=null",
+        "checkpoint.every_frames=1200",  # after learning_starts (1,000 frames): updates under way
+        "checkpoint.save_buffer=false",
+        f"tracking.uri={store}",
+    ]
+    process = start(args, tmp_path)
+    wait_for_checkpoint(tmp_path, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    result = cli(*printed_resume(stderr), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    check_finished(store, 3072)

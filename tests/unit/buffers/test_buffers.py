@@ -40,6 +40,25 @@ def test_replay_starts_after_learning_starts_and_pays_replay_ratio():
     assert len(buffer) == 16
 
 
+@pytest.mark.parametrize("with_data", [True, False])
+def test_a_replay_buffer_resumed_without_its_transitions_refills_to_learning_starts(with_data):
+    """With its transitions a loaded buffer goes on as before; without them it waits for
+    ``learning_starts`` new frames, as at a run's start (an n-step sample needs its window)."""
+    buffer = ReplayBuffer((2, 2), capacity=100, batch_size=3, learning_starts=8, replay_ratio=0.75, sequence_length=2)
+    for i in range(3):
+        buffer.extend(rollout(2 * i, 2, 2))
+        list(buffer.batches())
+    buffer.extend(rollout(6, 2, 2))  # its 3 updates not yet taken
+    loaded = ReplayBuffer((2, 2), capacity=100, batch_size=3, learning_starts=8, replay_ratio=0.75, sequence_length=2)
+    loaded.load_state_dict(buffer.state_dict(with_data=with_data))
+    assert loaded.frames == 16
+    counts = [len(list(loaded.batches()))]
+    for i in range(4, 7):
+        loaded.extend(rollout(2 * i, 2, 2))
+        counts.append(len(list(loaded.batches())))
+    assert counts == ([3, 3, 3, 3] if with_data else [0, 0, 3, 3])
+
+
 def test_replay_windows_are_consecutive_steps_of_one_env_across_wraparound():
     buffer = ReplayBuffer((2, 2), capacity=12, batch_size=12, learning_starts=0, sequence_length=3)
     for i in range(7):  # 6 rows per env; wraps around after three rollouts
