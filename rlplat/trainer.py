@@ -251,7 +251,8 @@ class Trainer:
         collector, outputs = parts.collector, []
         start, first_frames = time.perf_counter(), collector.frames
         self._fit_start = start
-        for rollout in collector:  # [T, B]
+        # a resumed run that had reached trainer.target_return is over: it trains no further
+        for rollout in collector if TO_TARGET not in progress.last else ():  # [T, B]
             frames = collector.frames
             if not self._finite_rollout(rollout, frames):
                 continue
@@ -262,9 +263,9 @@ class Trainer:
             fps = (frames - first_frames) / (time.perf_counter() - start)
             if self._log_step(outputs, frames, fps):
                 outputs = []
-            if frames >= progress.next_checkpoint:
-                self._write_periodic(frames)
+            if frames >= progress.next_checkpoint:  # advanced first: the checkpoint holds the next one due
                 progress.next_checkpoint += self.checkpoint.every_frames or config.total_frames
+                self._write_periodic(frames)
             if self.stop.signal is not None:
                 raise Interrupted(self.stop.signal, frames, self._write_periodic(frames))
             if TO_TARGET in progress.last:

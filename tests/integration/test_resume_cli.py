@@ -410,6 +410,33 @@ def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stoppe
         histories.append([(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "eval/return_mean")])
     assert histories[0] == histories[1] and histories[0][-1][0] == 12288
 
+    # each periodic checkpoint holds the next one due after it: a run resumed from one does
+    # not write another at its first rollout
+    from rlplat.checkpoint import load_checkpoint
+
+    checkpoints = sorted((tmp_path / "split" / "outputs").rglob("step_*.pt"))
+    assert checkpoints
+    for path in checkpoints:
+        state = load_checkpoint(path)
+        assert state["trainer"]["next_checkpoint"] > state["frames"], path.name
+
+
+def test_resuming_a_run_that_reached_its_target_return_trains_no_further(tmp_path, store):
+    args = [*PPO, "trainer.target_return=0", f"tracking.uri={store}"]  # the first evaluation reaches it
+    result = cli("rlplat-train", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = only_run(store)
+    evaluations = client.get_metric_history(run.info.run_id, "eval/return_mean")
+    assert [m.step for m in evaluations] == [2048]
+    checkpoints = sorted(p.name for p in run_dir(tmp_path).joinpath("checkpoints").glob("*.pt"))
+
+    result = cli("rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client, run = only_run(store)
+    assert run.info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/return_mean")] == [2048]
+    assert sorted(p.name for p in run_dir(tmp_path).joinpath("checkpoints").glob("*.pt")) == checkpoints
+
 
 def test_an_n_step_dqn_run_without_its_saved_buffer_resumes_and_refills_it(tmp_path, store):
     """The DQN CartPole preset samples 3-step windows; checkpoint.save_buffer=false leaves the
