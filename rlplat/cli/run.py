@@ -155,9 +155,10 @@ def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
         where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}"
     in_sweep = (spec.output_dir.parent / SWEEP_FILE).is_file()  # its sweep's resume starts it again
     if in_sweep or periodic_checkpoints(spec.output_dir):
-        print(f"rlplat-train: stopped by {name} {where}.\nResume with: {resume_command(spec.output_dir)}", file=sys.stderr)
+        message = f"{where}.\nResume with: {resume_command(spec.output_dir)}"
     else:
-        print(f"rlplat-train: stopped by {name} {where}, before its first checkpoint: nothing to resume", file=sys.stderr)
+        message = f"{where}, before its first checkpoint: nothing to resume"
+    print(f"rlplat-train: stopped by {name} {message}", file=sys.stderr)
     raise SystemExit(EXIT_CODES.get(name, 130))
 
 
