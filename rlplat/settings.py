@@ -8,6 +8,7 @@ only, with each key's meaning and unit; frames are env steps summed over all env
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar, cast
@@ -164,6 +165,33 @@ class TrackingConfig(_Node):
             raise ConfigError("tracking.uri is empty: give an MLflow tracking URI, or tracking.enabled=false")
         if self.enabled and not (isinstance(self.experiment, str) and self.experiment):
             raise ConfigError("tracking.experiment is empty: give an experiment name")
+        if self.enabled:
+            check_tracking_uri(self.uri)
+
+
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+"""URI schemes of the MLflow stores a run can record into (a database scheme may name its
+driver: ``postgresql+psycopg2://``); MLflow 3 refuses ``file:`` stores unless
+``MLFLOW_ALLOW_FILE_STORE=true``."""
+
+
+def check_tracking_uri(uri: str) -> None:
+    """Raise ConfigError for a ``tracking.uri`` no MLflow store answers to, before anything
+    is trained (MLflow itself would refuse it only when the run is created)."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme in TRACKING_SCHEMES:
+        return
+    if scheme in ("", "file"):
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1"):
+            return
+        raise ConfigError(
+            f"tracking.uri={uri!r}: MLflow 3 refuses file stores (maintenance mode; MLFLOW_ALLOW_FILE_STORE=true "
+            "opts out); give a database store, e.g. tracking.uri=sqlite:///outputs/mlflow.db"
+        )
+    raise ConfigError(
+        f"tracking.uri={uri!r}: no MLflow store has the scheme {scheme!r}; valid: "
+        f"{', '.join(s + '://' for s in TRACKING_SCHEMES)}"
+    )
 
 
 def check_seed(seed: Any) -> int:

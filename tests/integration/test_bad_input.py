@@ -40,6 +40,8 @@ NEEDLES = {
     "env.id=FrozenLake-v1 env.kwargs.map_name=9x9": ["env 'gym'", "FrozenLake-v1", "failed to build", "KeyError"],
     "hydra.run.dir=notes.txt/run": ["hydra.run.dir='notes.txt/run'", "not writable", "'notes.txt' is a file"],
     "tracking.uri=sqlite:///notes.txt/mlflow.db": ["tracking.uri='sqlite:///notes.txt/mlflow.db'", "not writable"],
+    "tracking.uri=nonsense://x": ["tracking.uri='nonsense://x'", "no MLflow store has the scheme 'nonsense'"],
+    "tracking.uri=file:///tmp/mlruns": ["tracking.uri='file:///tmp/mlruns'", "MLflow 3 refuses file stores", "sqlite"],
     "trainer.total_frames=[1": ["trainer.total_frames=[1", "not a valid override", "key=value"],
     "foo=bar": ["'foo'", "+foo=bar"],
     "algo=ppoo": ["algo='ppoo'", "Did you mean 'ppo'?"],
