@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from omegaconf import OmegaConf
@@ -167,6 +168,17 @@ class TrackingConfig(_Node):
             raise ConfigError("tracking.experiment is empty: give an experiment name")
         if self.enabled:
             check_tracking_uri(self.uri)
+            object.__setattr__(self, "uri", absolute_sqlite_uri(self.uri))
+
+
+def absolute_sqlite_uri(uri: str) -> str:
+    """``uri`` with a relative sqlite path made absolute from the working directory, so that
+    the run's record (``rlplat_run.json``) and the printed resume command find the same store
+    from any directory; any other URI as it is."""
+    path = uri.removeprefix("sqlite:///")
+    if path == uri or path.startswith("/") or path.split("?", 1)[0] in ("", ":memory:"):
+        return uri
+    return f"sqlite:///{Path.cwd() / path}"
 
 
 TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -171,3 +172,21 @@ def test_algorithm_that_cannot_act_in_the_env_names_both(tmp_path, store):
     assert result.returncode == 2
     assert "loss 'dqn' cannot act in env 'Pendulum-v1'" in result.stderr
     assert "Discrete" in result.stderr and "Algorithms for this env: a2c, ddpg" in result.stderr
+
+
+def test_a_relative_sqlite_store_is_recorded_absolutely_and_found_from_elsewhere(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    result = cli(
+        "rlplat-train", "algo=ppo", "env=cartpole", *TINY, "tracking.uri=sqlite:///rel/m.db", cwd=tmp_path / "a"
+    )
+    assert result.returncode == 0, result.stderr
+    [record] = (tmp_path / "a" / "outputs").rglob("rlplat_run.json")
+    store = f"sqlite:///{tmp_path / 'a' / 'rel' / 'm.db'}"
+    assert json.loads(record.read_text())["tracking_uri"] == store
+
+    result = cli("rlplat-eval", str(record.parent), "episodes=2", cwd=tmp_path / "b")  # the run's store, from b
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 2 and not (tmp_path / "b" / "rel").exists()
