@@ -10,7 +10,10 @@ true next observation of every transition and, separately, the observation to ac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -70,9 +73,13 @@ class VectorEnv:
                     "threads of its own; use sync"
                 )
             self.env = EnvPoolVectorEnv(make_env, num_envs)
-        elif vectorization in VECTORIZATION:
-            vector_cls = gymnasium.vector.SyncVectorEnv if vectorization == "sync" else gymnasium.vector.AsyncVectorEnv
-            self.env = vector_cls([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        elif vectorization == "sync":
+            self.env = gymnasium.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        elif vectorization == "async":
+            with _sigint_ignored():  # by the workers: a Ctrl-C stops the run, which then closes them
+                self.env = gymnasium.vector.AsyncVectorEnv(
+                    [make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP
+                )
         else:
             raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
         self.num_envs = num_envs
@@ -195,6 +202,20 @@ class VectorEnv:
         for transform in self.transforms:
             observation = transform.transform_observation(observation, update=update)
         return observation
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while processes are started (they keep ignoring it: Python installs
+    no handler of its own then), in the main thread; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _float_tensor(array: np.ndarray) -> Tensor:

@@ -461,3 +461,19 @@ def test_an_n_step_dqn_run_without_its_saved_buffer_resumes_and_refills_it(tmp_p
     result = cli(*printed_resume(stderr), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     check_finished(store, 3072)
+
+
+def test_ctrl_c_on_the_process_group_of_a_run_with_async_envs_stops_it_as_a_sync_one(tmp_path, store):
+    """A terminal's Ctrl-C reaches the env workers too: they ignore it, and the run stops them
+    (they died, and closing them failed with BrokenPipeError, exit status 1)."""
+    args = [*PPO, "collector.vectorization=async", "collector.num_envs=2", f"tracking.uri={store}"]
+    process = start(args, tmp_path, new_session=True)
+    wait_for_checkpoint(tmp_path, process)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    client, run = only_run(store)
+    assert run.info.status == "KILLED"
+    result = cli(*printed_resume(stderr), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    check_finished(store, 12288)
