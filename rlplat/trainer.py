@@ -294,8 +294,11 @@ class Trainer:
             progress.next_eval += config.eval_every_frames or config.total_frames
         metrics[TRAIN_SECONDS] = self._train_seconds()  # this step's evaluation included
         target = config.target_return
-        if evaluate and target is not None and metrics["eval/return_mean"] >= target and TO_TARGET not in progress.last:
-            metrics[TO_TARGET] = metrics[TRAIN_SECONDS]
+        if evaluate and target is not None and TO_TARGET not in progress.last:
+            if metrics["eval/return_mean"] >= target:
+                metrics[TO_TARGET] = metrics[TRAIN_SECONDS]
+            elif frames >= config.total_frames:  # never reached: logged too, so that comparisons count the run
+                metrics[TO_TARGET] = math.inf
         progress.last.update(metrics)
         self._notify("on_log", metrics, frames)
         progress.next_log = frames + config.log_every_frames

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.registry import ConfigError
 from rlplat.report.curves import RunCurve
 from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
 from rlplat.settings import LOWER_IS_BETTER
@@ -424,7 +425,12 @@ def report_runs(
     left_out = dict(selection.left_out)
     if len(curves) < len(labelled):
         left_out[f"without {metric}"] = len(labelled) - len(curves)
-    report = compare(curves, metric, threshold=threshold, confidence=confidence, left_out=left_out)
+    finite = [c for c in curves if math.isfinite(c.final)]  # e.g. time/to_target_s of a target never reached
+    if len(finite) < len(curves):
+        left_out[f"with an infinite {metric}"] = len(curves) - len(finite)
+    if not finite:
+        raise ConfigError(f"metric={metric}: every run's last value is infinite: no score to compare")
+    report = compare(finite, metric, threshold=threshold, confidence=confidence, left_out=left_out)
     parent = client.get_run(selection.parent_run_id) if selection.parent_run_id else None
     if out is None:
         sweep_dir = Path(parent.data.tags.get(SWEEP_TAG, "")) if parent is not None else None

@@ -37,9 +37,18 @@ def test_a_target_never_reached_gives_an_infinite_objective_and_trains_the_whole
     result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     client, run = _run(store)
-    assert "time/to_target_s" not in run.data.metrics
+    [never] = client.get_metric_history(run.info.run_id, "time/to_target_s")  # logged at the last evaluation
+    assert never.step == 256 and never.value >= 1.7e308  # an sqlite store keeps inf as the largest float
     assert max(m.step for m in client.get_metric_history(run.info.run_id, "time/fps")) == 256
     assert re.search(r"time/to_target_s\s+inf\b", result.stdout), result.stdout[-2000:]  # the end-of-run table
+
+    # compared, the run is counted as one that never reached it, not as one without the metric
+    result = cli("rlplat-train", *args[:-2], "trainer.target_return=0", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    result = cli("rlplat-compare", "rlplat", "metric=time/to_target_s", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "1 runs in 1 group" in text and "1 with an infinite time/to_target_s" in text, result.stdout
 
 
 @pytest.mark.parametrize("bad,message", [("trainer.target_return=abc", "trainer.target_return='abc'")])
