@@ -90,10 +90,12 @@ def run_training(built: Build, spec: RunSpec) -> float:
     """Fit the built parts (recorded in MLflow when tracking is on); returns the objective.
 
     Raises:
-        SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED).
+        SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED);
+            with 1 for a NaN or inf (``trainer.nonfinite=raise``) in a single run, after one
+            line naming it (the run ended FAILED). In a sweep the error is raised, for Hydra.
     """
     from rlplat.console import TrainingDisplay
-    from rlplat.trainer import Interrupted, StopRequest, Trainer
+    from rlplat.trainer import Interrupted, NonFiniteError, StopRequest, Trainer
 
     stop = StopRequest()
     try:
@@ -119,6 +121,11 @@ def run_training(built: Build, spec: RunSpec) -> float:
                         logger.close()
     except (Interrupted, KeyboardInterrupt) as error:
         _exit_interrupted(error, spec)
+    except NonFiniteError as error:
+        if _in_multirun():
+            raise
+        print(f"rlplat-train: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     display.summary(
         {
             "frames": int(summary["frames"]),
@@ -127,6 +134,14 @@ def run_training(built: Build, spec: RunSpec) -> float:
         }
     )
     return summary[built.trainer.objective]
+
+
+def _in_multirun() -> bool:
+    """Whether this process runs a job of Hydra's multirun (``-m``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 @contextlib.contextmanager
