@@ -13,7 +13,6 @@ broken (the listing reports them), and 2 for bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import re
 import sys
@@ -26,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rlplat.cli.args import ArgumentParser
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, sweep_files
 from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, declared_entry_points, unknown_name_message
 
@@ -77,12 +77,15 @@ def first_sentence(text: str) -> str:
 
 
 def yaml_description(text: str) -> str:
-    """The first sentence of a YAML file's leading comment (``@package`` and examples skipped)."""
+    """The first sentence of a YAML file's leading comment (``@package`` and examples skipped;
+    an indented line inside the sentence, such as the command a preset's trials came from, is
+    part of it)."""
     lines: list[str] = []
     for line in text.splitlines():
         body = line[1:].removeprefix(" ")
-        if not line.startswith("#") or (lines and (not body or body[0].isspace())):
-            break  # end of the leading comment, or an indented command-line example
+        ended = bool(lines) and lines[-1].rstrip().endswith((".", ":", "!", "?"))
+        if not line.startswith("#") or (lines and not body) or (ended and body[0].isspace()):
+            break  # end of the leading comment, or an indented command-line example after a sentence
         if not body.startswith("@package"):
             lines.append(body)
     return first_sentence(" ".join(lines))
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0 after listing (broken plugins included); argparse exits with 2 on bad arguments.
     """
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="rlplat-list",
         description="List registered components, YAML presets and plugins that failed to load.",
     )
@@ -178,15 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     sources, conf_failures = conf_sources()
     groups = presets(sources)
     preset_only = [g for g in dict.fromkeys([*PRESET_GROUPS, *sorted(groups)]) if g not in GROUPS.values()]
-    valid = [*REGISTRIES, *preset_only]
+    by_group = {group: kind for kind, group in GROUPS.items() if group not in REGISTRIES}  # optim -> optimizer
+    valid = [*REGISTRIES, *by_group, *preset_only]
     if args.kind is not None and args.kind not in valid:
         parser.error(unknown_name_message("--kind", args.kind, valid))
-    kinds = [k for k in REGISTRIES if args.kind in (None, k)]
+    kind_asked = by_group.get(args.kind, args.kind)
+    kinds = [k for k in REGISTRIES if kind_asked in (None, k)]
     if args.kind is None:
         shown_groups = [*(GROUPS[k] for k in kinds if k in GROUPS), *preset_only]
         failures = conf_failures
     else:  # one registry kind and its group (transforms have none), or one preset group
-        shown_groups = [GROUPS[k] for k in kinds if k in GROUPS] if kinds else [args.kind]
+        shown_groups = [GROUPS[k] for k in kinds if k in GROUPS] if kinds else [kind_asked]
         failures = []
 
     # markup off: names, docstrings and errors contain [brackets]

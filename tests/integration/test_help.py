@@ -107,3 +107,19 @@ def test_list_one_group(tmp_path):
     options = {line.split()[0] for line in result.stdout.splitlines()[3:] if line.strip()}
     assert options == group_options("algo")
     assert "env entries" not in result.stdout
+
+
+def test_list_a_registry_by_its_config_group_and_whole_preset_sentences(tmp_path):
+    result = cli("rlplat-list", "--kind", "optim", cwd=tmp_path)  # the group of the optimizer registry
+    assert result.returncode == 0, result.stderr
+    assert "optimizer entries" in result.stdout and "\noptim presets\n" in result.stdout
+    result = cli("rlplat-list", "--kind", "tuned", cwd=tmp_path)  # a sentence spanning an indented command
+    assert "PPO on CartPole-v1, from the trials of rlplat-train -m +sweep=ppo_cartpole_speed" in result.stdout
+
+
+@pytest.mark.parametrize("args,needle", [(["--kind", "nope"], "--kind='nope' is not known"), (["--bad"], "--bad")])
+def test_list_bad_arguments_are_one_line(args, needle, tmp_path):
+    result = cli("rlplat-list", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("rlplat-list: error:") and needle in line, line
