@@ -93,6 +93,7 @@ def _serve(connection: Connection) -> None:
     # each): exempt them from all collections, then let the collector run for the rest.
     start_up_done()
     tracker: Tracker | None = None
+    parent_gone = False  # a reply could not be sent: the calls sent before the parent died are still recorded
     while True:
         try:
             method, args, kwargs, reply = connection.recv()
@@ -115,13 +116,11 @@ def _serve(connection: Connection) -> None:
                 answer = ("ok", result)
         except BaseException as error:
             answer = ("error", _portable(error))
-        if answer is not None:
+        if answer is not None and not parent_gone:
             try:
                 connection.send(answer)
-            except OSError:  # the parent died while this call ran (e.g. killed while a new store was made)
-                if tracker is not None:
-                    tracker.end("FAILED")
-                return
+            except OSError:  # the parent died while this call ran (e.g. killed while a new store was made):
+                parent_gone = True  # what it sent before is read on, and the run ends FAILED at the pipe's end
         if method == "end":
             return
 

@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from rlplat.registry import ConfigError
 from rlplat.tracking import TrackerCallback
 from rlplat.tracking.process import NICENESS, TrackerProcess, TrackingError
+from rlplat.tracking.store import store_lock
 
 
 @pytest.fixture
@@ -187,3 +188,31 @@ def _niceness(pid: int) -> int:
     """The nice value of a process (field 19 of /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[16])
+
+
+def test_what_a_parent_killed_while_its_run_was_created_had_sent_is_recorded(store):
+    """The child creates the run (a new store: about a second) after the parent died; the
+    metrics the parent had sent meanwhile are recorded before the run ends FAILED."""
+    code = (
+        "import os\n"
+        "from rlplat.tracking.process import TrackerProcess\n"
+        f"tracker = TrackerProcess({store!r}, 'exp', None)\n"
+        "tracker.begin('a-run', {}, {})\n"
+        "tracker.log_metrics({'x': 1.0}, 1)\n"
+        "tracker.log_metrics({'x': 2.0}, 2)\n"
+        "os._exit(9)\n"  # as SIGKILL: no reply waited for, nothing ended
+    )
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    deadline = time.monotonic() + 120
+    while True:
+        with store_lock(store):
+            client = MlflowClient(tracking_uri=store)
+        experiment = client.get_experiment_by_name("exp")
+        runs = [] if experiment is None else client.search_runs([experiment.experiment_id])
+        if runs and runs[0].info.status != "RUNNING":
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)
+    [run] = runs
+    assert run.info.status == "FAILED"
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "x")] == [(1, 1.0), (2, 2.0)]
