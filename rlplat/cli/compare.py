@@ -18,6 +18,7 @@ as artifacts under ``report/`` and the tables as its description. Bad input is o
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -41,9 +42,12 @@ def _keys_list(key: str, value: str) -> list[str]:
 
 def _number(key: str, value: str) -> float:
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise ConfigError(f"{key}={value!r}: must be a number") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{key}={value!r}: must be a finite number")
+    return number
 
 
 def _level(key: str, value: str) -> float:

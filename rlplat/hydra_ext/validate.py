@@ -241,7 +241,8 @@ def check_types(config: Mapping[str, Any], defaults: Mapping[str, Any], prefix: 
     int or float, bool -> bool, str -> str, list -> list (items of a list of one type
     included), mapping -> mapping (checked key by key). A null or interpolated default, or a
     key without a default, accepts anything, and a number's default accepts null (null
-    disables, as in ``optim.max_grad_norm=null``): their own checks report what is wrong.
+    disables, as in ``optim.max_grad_norm=null``), as does a transform's (null leaves it out,
+    ``transforms.obs_norm=null``): their own checks report what is wrong.
 
     Args:
         config: The resolved config (or one of its nodes).
@@ -256,8 +257,8 @@ def check_types(config: Mapping[str, Any], defaults: Mapping[str, Any], prefix: 
         if key not in config or kind is None or (kind is str and "${" in default) or default == "???":
             continue
         name, value = f"{prefix}{key}", config[key]
-        if value is None and kind in (int, float):
-            continue
+        if value is None and (kind in (int, float) or prefix == "transforms."):
+            continue  # a transform set to null is left out (conf/config.yaml)
         if not _fits(value, kind):
             raise ConfigError(f"{name}={value!r}: must be {_KIND_WORDS[kind][0]}, like the default {_show(default)}")
         if kind is dict:

@@ -98,6 +98,7 @@ def test_rlplat_compare_two_experiments_prints_the_probability_of_improvement(tm
         (["rlplat", "metrc=x"], "unknown key 'metrc'"),
         (["rlplat", "confidence=2"], "confidence='2': must be between 0 and 1"),
         (["rlplat", "threshold=high"], "threshold='high': must be a number"),
+        (["rlplat", "threshold=nan"], "threshold='nan': must be a finite number"),
         (["nosuch"], "'nosuch' is no run id, experiment or search filter"),
     ],
 )

@@ -112,6 +112,7 @@ def test_a_parameter_group_of_optim_defaults_to_the_shared_settings():
         (["algo=sac", "optim.actor.lr=abc"], "optim.actor.lr='abc': must be a number (float)"),
         (["loss.gamma=null"], "loss.gamma=None: must be in [0, 1]"),  # the constructor would fail on None
         (["optim.max_grad_norm=null"], ""),  # null disables clipping
+        (["algo=ppo", "env=pendulum", "transforms.obs_norm=null"], ""),  # null leaves a preset's transform out
         (["env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0': Environment `NoSuchEnv` doesn't exist."),
         (
             ["env.id=FrozenLake-v1", "env.kwargs.map_name=9x9"],
