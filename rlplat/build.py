@@ -107,6 +107,7 @@ def build(cfg: DictConfig) -> Build:
     config = resolve(cfg)
     trainer = TrainerConfig.from_node(config["trainer"])
     tracking = TrackingConfig.from_node(config["tracking"])
+    config["tracking"]["uri"] = tracking.uri  # a relative sqlite path made absolute: the checkpoint's config resumes it
     check_loggers(tracking.also)
     checkpoint = CheckpointConfig.from_node(config["checkpoint"])
     seed = check_seed(config["seed"])

@@ -171,26 +171,24 @@ class TrackingConfig(_Node):
             object.__setattr__(self, "uri", absolute_sqlite_uri(self.uri))
 
 
-def absolute_sqlite_uri(uri: str) -> str:
-    """``uri`` with a relative sqlite path made absolute from the working directory, so that
-    the run's record (``rlplat_run.json``) and the printed resume command find the same store
-    from any directory; any other URI as it is."""
-    path = uri.removeprefix("sqlite:///")
-    if path == uri or path.startswith("/") or path.split("?", 1)[0] in ("", ":memory:"):
-        return uri
-    return f"sqlite:///{Path.cwd() / path}"
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")
+"""URI schemes of MLflow's own tracking stores (a database scheme may name its driver:
+``postgresql+psycopg2://``); plugins add theirs (entry-point group ``mlflow.tracking_store``).
+MLflow 3 refuses ``file:`` stores (and plain paths) unless ``MLFLOW_ALLOW_FILE_STORE=true``."""
 
 
-TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
-"""URI schemes of the MLflow stores a run can record into (a database scheme may name its
-driver: ``postgresql+psycopg2://``); MLflow 3 refuses ``file:`` stores unless
-``MLFLOW_ALLOW_FILE_STORE=true``."""
+def _scheme(uri: str) -> str:
+    """``uri``'s scheme, lower case and without a driver (``postgresql+psycopg2`` ->
+    ``postgresql``); a bare name such as ``databricks`` is its own scheme; "" for a path."""
+    if "://" in uri:
+        return uri.split("://", 1)[0].split("+", 1)[0].lower()
+    return uri.lower() if uri.lower() in TRACKING_SCHEMES else ""
 
 
 def check_tracking_uri(uri: str) -> None:
     """Raise ConfigError for a ``tracking.uri`` no MLflow store answers to, before anything
     is trained (MLflow itself would refuse it only when the run is created)."""
-    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    scheme = _scheme(uri)
     if scheme in TRACKING_SCHEMES:
         return
     if scheme in ("", "file"):
@@ -200,10 +198,27 @@ def check_tracking_uri(uri: str) -> None:
             f"tracking.uri={uri!r}: MLflow 3 refuses file stores (maintenance mode; MLFLOW_ALLOW_FILE_STORE=true "
             "opts out); give a database store, e.g. tracking.uri=sqlite:///outputs/mlflow.db"
         )
+    from importlib.metadata import entry_points
+
+    if scheme in {entry.name for entry in entry_points(group="mlflow.tracking_store")}:
+        return  # a plugin's store
     raise ConfigError(
         f"tracking.uri={uri!r}: no MLflow store has the scheme {scheme!r}; valid: "
-        f"{', '.join(s + '://' for s in TRACKING_SCHEMES)}"
+        f"{', '.join(s + '://' for s in TRACKING_SCHEMES[:6])}, databricks, or a plugin's"
     )
+
+
+def absolute_sqlite_uri(uri: str) -> str:
+    """``uri`` with a relative sqlite path made absolute from the working directory, so that
+    the run's record (``rlplat_run.json``) and the printed resume command find the same store
+    from any directory; any other URI as it is."""
+    if "://" not in uri or _scheme(uri) != "sqlite":
+        return uri
+    prefix, rest = uri.split("://", 1)
+    path = rest.removeprefix("/")  # sqlite:///<path>: relative; sqlite:////<path>: absolute
+    if not rest.startswith("/") or path.startswith("/") or path.split("?", 1)[0] in ("", ":memory:"):
+        return uri
+    return f"{prefix}:///{Path.cwd() / path}"
 
 
 def check_seed(seed: Any) -> int:

@@ -175,6 +175,11 @@ def resume_sweep(sweep_dir: Path) -> int:
         except (ConfigError, PluginError) as error:
             _warn(f"job {number} not resumed: {error}")
             failed += 1
+        except SystemExit as error:  # the job failed after its one line (a NaN: run.py); a signal stops all
+            if error.code in (130, 143):
+                raise
+            _warn(f"job {number} failed again (exit status {error.code})")
+            failed += 1
         if not record and (written := read_run_file(job)):  # the record the resume wrote
             recorded_run(written, parents)
     if planned is None and (unfinished or not existing):

@@ -112,6 +112,7 @@ def start_tracker(cfg: DictConfig) -> Any:
 
 def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
     """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child."""
+    from rlplat.settings import absolute_sqlite_uri
     from rlplat.sweep.parent import active_parent, child_tags, started_job_tags
     from rlplat.tracking.records import run_tags
 
@@ -120,7 +121,7 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     tags[OVERRIDES_TAG] = " ".join(map(unroute, overrides))  # what rlplat-compare groups runs by
     parent = active_parent()
     if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
-        uri = str(cfg.tracking.uri)
+        uri = absolute_sqlite_uri(str(cfg.tracking.uri))  # as the sweep's parent run was recorded
         if parent.uri != uri:
             print(
                 f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "

@@ -190,3 +190,7 @@ def test_a_relative_sqlite_store_is_recorded_absolutely_and_found_from_elsewhere
     client = MlflowClient(tracking_uri=store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 2 and not (tmp_path / "b" / "rel").exists()
+
+    result = cli("rlplat-train", f"resume={record.parent}", cwd=tmp_path / "b")  # the checkpoint's config names it too
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "b" / "rel").exists()

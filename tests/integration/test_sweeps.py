@@ -498,3 +498,12 @@ def test_importing_the_sweeper_plugin_registers_nothing_until_asked():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_sweep_on_a_relative_sqlite_store_nests_its_jobs(tmp_path):
+    args = ["-m", "algo=ppo", "env=cartpole", "seed=0,1", "tracking.uri=sqlite:///rel/m.db", *TINY]
+    result = cli("rlplat-train", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "differs from the sweep's" not in result.stderr
+    _, parent, children = sweep_runs(f"sqlite:///{tmp_path / 'rel' / 'm.db'}")
+    assert len(children) == 2 and parent.data.metrics["sweep/jobs"] == 2
