@@ -110,7 +110,11 @@ def load_newest(run_dir: Path, warn: Callable[[str], None] | None = None) -> tup
             fallback = candidates[index + 1][1].name if index + 1 < len(candidates) else "none left"
             say(f"{error}; falling back to the previous checkpoint ({fallback})")
     folder = Path(run_dir) / CHECKPOINT_DIR
-    raise CheckpointError(f"no readable checkpoint in {str(folder)!r}")
+    best = folder / BEST
+    hint = ""
+    if best.is_file():  # killed after an evaluation, before its first periodic checkpoint
+        hint = f"; it has {str(best)!r}, its best evaluation's, which rlplat-eval and rlplat-record take"
+    raise CheckpointError(f"no readable periodic checkpoint (step_*.pt) in {str(folder)!r}{hint}")
 
 
 class CheckpointFiles:

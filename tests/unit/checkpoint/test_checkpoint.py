@@ -74,7 +74,10 @@ def test_rotation_keeps_the_newest_and_a_corrupt_newest_falls_back(tmp_path):
 
 
 def test_no_readable_checkpoint(tmp_path):
-    with pytest.raises(CheckpointError, match="no readable checkpoint"):
+    with pytest.raises(CheckpointError, match=r"no readable periodic checkpoint \(step_\*\.pt\) in '.*'$"):
+        load_newest(tmp_path)
+    CheckpointFiles(tmp_path, keep=1).write(state(100), "best.pt")  # killed after an evaluation, before a step_*.pt
+    with pytest.raises(CheckpointError, match="it has '.*best.pt', its best evaluation's, which rlplat-eval"):
         load_newest(tmp_path)
 
 
