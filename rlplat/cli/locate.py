@@ -70,21 +70,25 @@ def with_source_run(located: Located) -> tuple[Located, str | None]:
 
     if located.run_id is None or located.tracking_uri is None:
         return located, None
-    gone = _no_sqlite_store(located.tracking_uri)
-    if not gone:
-        from mlflow import MlflowClient
-        from mlflow.exceptions import MlflowException
-
-        try:
-            MlflowClient(tracking_uri=located.tracking_uri).get_run(located.run_id)
-        except MlflowException as error:
-            if error.error_code != "RESOURCE_DOES_NOT_EXIST":
-                raise
-            gone = True
-    if not gone:
+    if not _no_sqlite_store(located.tracking_uri) and _holds_run(located.tracking_uri, located.run_id):
         return located, None
     why = f"its run {located.run_id} is not in {located.tracking_uri} (the store its run directory recorded)"
     return dataclasses.replace(located, run_id=None, tracking_uri=None), why
+
+
+def _holds_run(tracking_uri: str, run_id: str) -> bool:
+    """Whether the store holds the run (its other errors, such as a server that does not
+    answer, are raised)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        MlflowClient(tracking_uri=tracking_uri).get_run(run_id)
+    except MlflowException as error:
+        if error.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return False
+    return True
 
 
 def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:

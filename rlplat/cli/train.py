@@ -67,7 +67,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
             choices = HydraConfig.get().runtime.choices
             algo, env, seed = str(choices.get("algo")), str(choices.get("env")), built.config["seed"]
             reporter = TrialReporter.from_environment(built.trainer.objective)
-            tags = _tags(cfg, algo, env, command, reporter) if built.tracking.enabled else {}
+            tags = _tags(cfg, built.tracking.uri, algo, env, command, reporter) if built.tracking.enabled else {}
             spec = RunSpec(
                 output_dir,
                 f"{algo} / {env} / seed {seed}",
@@ -110,9 +110,9 @@ def start_tracker(cfg: DictConfig) -> Any:
     return spare
 
 
-def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
-    """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child."""
-    from rlplat.settings import absolute_sqlite_uri
+def _tags(cfg: DictConfig, uri: str, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
+    """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child (its
+    store ``uri``, as built, is the sweep's parent run's)."""
     from rlplat.sweep.parent import active_parent, child_tags, started_job_tags
     from rlplat.tracking.records import run_tags
 
@@ -121,7 +121,6 @@ def _tags(cfg: DictConfig, algo: str, env: str, command: str, reporter: Any) -> 
     tags[OVERRIDES_TAG] = " ".join(map(unroute, overrides))  # what rlplat-compare groups runs by
     parent = active_parent()
     if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
-        uri = absolute_sqlite_uri(str(cfg.tracking.uri))  # as the sweep's parent run was recorded
         if parent.uri != uri:
             print(
                 f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -245,12 +246,10 @@ def group_runs(runs: Sequence[Any], group_by: Sequence[str] | None) -> list[tupl
     return labelled
 
 
-def _infinite(values: np.ndarray) -> np.ndarray:
-    """``values`` with MLflow's stand-ins for infinities (an sqlite store keeps +-inf as the
-    largest float, e.g. ``time/to_target_s`` of a run that never reached its target) made
-    infinite again."""
-    largest = np.finfo(np.float64).max
-    return np.where(np.abs(values) >= largest, np.copysign(np.inf, values), values)
+def metric_value(stored: float) -> float:
+    """A metric's value as logged: MLflow's sqlite store keeps +-inf as the largest float (e.g.
+    ``time/to_target_s`` of a run that never reached its target), made infinite again."""
+    return math.copysign(math.inf, stored) if abs(stored) >= sys.float_info.max else stored
 
 
 def read_curves(client: Any, labelled: Iterable[tuple[Any, str, str]], metric: str) -> list[RunCurve]:
@@ -273,7 +272,7 @@ def read_curves(client: Any, labelled: Iterable[tuple[Any, str, str]], metric: s
                 seed=int(seed) if seed.lstrip("-").isdigit() else -1,
                 frames=np.array([m.step for m in history], dtype=np.int64),
                 seconds=np.array([(m.timestamp - start) / 1000 for m in history], dtype=np.float64),
-                values=_infinite(np.array([m.value for m in history], dtype=np.float64)),
+                values=np.array([metric_value(m.value) for m in history], dtype=np.float64),
                 wall_seconds=(end - start) / 1000,
             )
         )

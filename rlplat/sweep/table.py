@@ -6,10 +6,10 @@ import csv
 import io
 import math
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
+from rlplat.report.runs import metric_value
 from rlplat.settings import LOWER_IS_BETTER
 from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
 from rlplat.tags import RESTARTED_TAG
@@ -25,12 +25,6 @@ class JobRow:
     objective: float  # the sorted-by metric's last value; nan when never logged
     seconds: float  # wall time of the run
     run_id: str
-
-
-def _infinite(value: float) -> float:
-    """``value``, or the infinity an sqlite store keeps as the largest float (the
-    ``time/to_target_s`` of a job that never reached its target)."""
-    return math.copysign(math.inf, value) if abs(value) >= sys.float_info.max else value
 
 
 def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
@@ -60,7 +54,7 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
                 job=int(tags.get(JOB_TAG, -1)),
                 overrides=tags.get(OVERRIDES_TAG, ""),
                 status=status,
-                objective=_infinite(float(run.data.metrics.get(objective, math.nan))),
+                objective=metric_value(float(run.data.metrics.get(objective, math.nan))),
                 seconds=((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000,
                 run_id=run.info.run_id,
             )
