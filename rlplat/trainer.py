@@ -238,7 +238,7 @@ class Trainer:
         Returns:
             The final metrics: ``eval/return_mean``, ``eval/return_std`` (last evaluation),
             ``rollout/return_mean`` (last logged training episodes), ``time/fps`` (frames per
-            second of this process), ``time/to_target_s`` (training seconds until an
+            second of this process; nan when it trained none), ``time/to_target_s`` (training seconds until an
             evaluation reached ``trainer.target_return``: inf if none did, nan without a
             target), ``frames`` and ``time/train_s``.
 
@@ -277,7 +277,8 @@ class Trainer:
         return {
             **{key: progress.last.get(key, nan) for key in FINAL_METRICS},
             TO_TARGET: progress.last.get(TO_TARGET, never),
-            "time/fps": (collector.frames - first_frames) / elapsed if elapsed > 0 else nan,
+            # nan when this process trained no frames (a resumed run that was over): no rate to show
+            "time/fps": (collector.frames - first_frames) / elapsed if collector.frames > first_frames else nan,
             "frames": float(collector.frames),
             TRAIN_SECONDS: train_seconds,
         }

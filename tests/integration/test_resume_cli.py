@@ -437,6 +437,7 @@ def test_resuming_a_run_that_reached_its_target_return_trains_no_further(tmp_pat
     assert run.info.status == "FINISHED"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/return_mean")] == [2048]
     assert sorted(p.name for p in run_dir(tmp_path).joinpath("checkpoints").glob("*.pt")) == checkpoints
+    assert "time/fps" not in result.stdout  # no frames trained: no rate (it printed 0.00)
 
 
 def test_an_n_step_dqn_run_without_its_saved_buffer_resumes_and_refills_it(tmp_path, store):
