@@ -214,7 +214,19 @@ def compare(
 
 
 def _interval(value: Interval) -> str:
-    return f"{value.value:.1f} [{value.low:.1f}, {value.high:.1f}]"
+    digits = _decimals(value)
+    return f"{value.value:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+
+
+def _decimals(value: Interval, most: int = 6) -> int:
+    """Decimals that show the interval's width to two significant digits (at least one
+    decimal): ``-163.2 [-210.6, -158.7]``, ``0.153 [0.121, 0.187]``. A collapsed interval
+    (one run, or every run equal) shows its value to two significant digits."""
+    width = value.high - value.low
+    scale = width if math.isfinite(width) and width > 0 else abs(value.value)
+    if not math.isfinite(scale) or scale == 0:
+        return 1
+    return min(most, max(1, 1 - math.floor(math.log10(scale))))
 
 
 def _probability(value: Interval) -> str:
