@@ -1,0 +1,37 @@
+"""The report's table: intervals shown with as many decimals as their width needs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlplat.report.curves import RunCurve
+from rlplat.report.report import compare, report_markdown
+
+
+def _curves(group: str, finals: list[float]) -> list[RunCurve]:
+    frames = np.array([1000, 2000])
+    return [
+        RunCurve(f"{group}{seed}", group, "", seed, frames, np.array([1.0, 2.0]), np.array([0.0, value]), 2.0)
+        for seed, value in enumerate(finals)
+    ]
+
+
+def test_small_scores_show_the_decimals_that_tell_their_interval_apart():
+    report = compare(_curves("algo=a", [0.121, 0.15, 0.153, 0.187]) + _curves("algo=b", [0.5, 0.5]), "m", resamples=200)
+    table = report_markdown(report)
+    row = next(line for line in table.splitlines() if line.startswith("| algo=a "))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    iqm = cells[4]
+    value, low, high = (float(x) for x in iqm.replace("[", "").replace("]", "").replace(",", " ").split())
+    assert low < value < high, iqm  # one decimal showed 0.2 [0.1, 0.2]
+    assert iqm.split()[0] == f"{value:.3f}"
+    assert "0.50 [0.50, 0.50]" in table  # a collapsed interval: two significant digits of its value
+
+
+def test_returns_keep_one_decimal():
+    table = report_markdown(compare(_curves("algo=a", [-210.6, -163.2, -158.7]), "m", resamples=200))
+    row = next(line for line in table.splitlines() if line.startswith("| algo=a "))
+    assert all(
+        len(number.split(".")[1]) == 1
+        for number in row.split("|")[3].replace("[", "").replace("]", "").replace(",", "").split()
+    )
