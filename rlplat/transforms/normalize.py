@@ -148,6 +148,23 @@ class RewardScale(Transform):
         scale = float(np.sqrt(self.stats.var.item() + self.epsilon))
         return (reward / scale).clamp_(-self.clip, self.clip)
 
+    def get_extra_state(self) -> dict[str, Tensor | None]:
+        """The per-env discounted returns (float64 ``[B, 1]``, None before the first
+        reward), checkpointed with the statistics: a resumed run scales as one that never
+        stopped."""
+        return {"discounted": None if self._discounted is None else self._discounted.clone()}
+
+    def set_extra_state(self, state: dict[str, Tensor | None]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        discounted = state["discounted"]
+        self._discounted = None if discounted is None else discounted.clone()
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+        # a checkpoint written before the returns were saved has none: they start from zero
+        if prefix + "_extra_state" not in state_dict:
+            state_dict = {**state_dict, prefix + "_extra_state": {"discounted": None}}
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
 
 class RewardClip(Transform):
     """Clip rewards to ``[-bound, bound]`` (Mnih et al. 2015, for every Atari game alike).

@@ -75,6 +75,26 @@ def test_reward_scale_divides_by_std_of_discounted_return_and_resets_at_episode_
     torch.testing.assert_close(scale.transform_reward(raw, done, update=False).sign(), raw.sign())
 
 
+def test_reward_scale_checkpoints_its_discounted_returns():
+    """A resumed run scales rewards as one that never stopped: the per-env returns are state."""
+    rewards = torch.linspace(-2.0, 3.0, 40).reshape(20, 2, 1)
+    done = torch.zeros(2, 1, dtype=torch.bool)
+    whole = RewardScale(BOX, gamma=0.9)
+    expected = [whole.transform_reward(r, done, update=True) for r in rewards]
+    first = RewardScale(BOX, gamma=0.9)
+    for r in rewards[:10]:
+        first.transform_reward(r, done, update=True)
+    resumed = RewardScale(BOX, gamma=0.9)
+    resumed.load_state_dict(first.state_dict())
+    for r, want in zip(rewards[10:], expected[10:]):
+        torch.testing.assert_close(resumed.transform_reward(r, done, update=True), want)
+    # a state saved before the returns were: they start from zero
+    old = {k: v for k, v in first.state_dict().items() if not k.endswith("_extra_state")}
+    fresh = RewardScale(BOX, gamma=0.9)
+    fresh.load_state_dict(old)
+    assert fresh._discounted is None and fresh.stats.count.item() == first.stats.count.item()
+
+
 @pytest.mark.parametrize("kwargs,key", [({"clip": 0}, "obs_norm.clip"), ({"clip": -1.0}, "obs_norm.clip")])
 def test_bad_transform_arguments(kwargs, key):
     with pytest.raises(ConfigError, match=key):
