@@ -25,7 +25,7 @@ from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
-from rlplat.sweep.runs import ParentRun
+from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, ParentRun
 from rlplat.tags import JOB_TAG, PARENT_TAG, RESTARTED_TAG
 
 ALLOWED = ("resume", "tracking.uri")
@@ -39,6 +39,7 @@ def main(args: list[str]) -> int:
         uri = options.get("tracking.uri") or default_tracking_uri()
         if (Path(target) / SWEEP_FILE).is_file():
             return resume_sweep(Path(target))
+        _refuse_optuna_sweep(Path(target))
         resume_run(target, uri)
         return 0
     except (ConfigError, PluginError) as error:
@@ -59,6 +60,19 @@ def _parse(args: list[str]) -> dict[str, str]:
     if not options.get("resume"):
         raise ConfigError("resume='': give a run id, a run directory or a sweep directory")
     return options
+
+
+def _refuse_optuna_sweep(directory: Path) -> None:
+    """Raise ConfigError for the directory of an Optuna sweep: its trials are resumed one by
+    one (a study cannot rerun a trial), naming the trials' job directories."""
+    if not any((directory / name).is_file() for name in (OPTUNA_JOURNAL, OPTUNA_RESULTS)):
+        return
+    jobs = sorted((p for p in directory.iterdir() if (p / "checkpoints").is_dir()), key=lambda p: p.name)
+    listed = ", ".join(str(p) for p in jobs[:3]) + (", ..." if len(jobs) > 3 else "")
+    raise ConfigError(
+        f"resume={str(directory)!r} is an Optuna sweep's directory, which is not resumed as a whole: resume its "
+        f"trials one by one, resume=<trial's job directory> ({listed or 'none has a checkpoint'})"
+    )
 
 
 def _warn(message: str) -> None:

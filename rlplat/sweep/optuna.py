@@ -48,7 +48,7 @@ import io
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -67,7 +67,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlplat.hydra_ext.overrides import env_set_override, route
 from rlplat.registry import ConfigError, closest
-from rlplat.sweep.runs import log_to_active_parent
+from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, log_to_active_parent
 
 log = logging.getLogger(__name__)
 
@@ -300,8 +300,8 @@ class OptunaSearch:
         )
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
 
-    def _check(self, config: DictConfig) -> None:
-        """Check direction, counts, and that every ``params`` key exists in ``config``."""
+    def _check(self) -> None:
+        """Check direction, counts and the seed aggregate."""
         if self.direction not in ("maximize", "minimize"):
             raise ConfigError(f"hydra.sweeper.direction={self.direction!r}: valid: maximize, minimize")
         counts = {"n_trials": self.n_trials, "n_jobs": self.n_jobs, "seeds_per_trial": self.seeds_per_trial}
@@ -312,14 +312,22 @@ class OptunaSearch:
             raise ConfigError(
                 f"hydra.sweeper.seed_aggregate={self.seed_aggregate!r}: valid: {', '.join(SEED_AGGREGATES)}"
             )
-        if not self.params:
-            raise ConfigError("hydra.sweeper.params is empty: give at least one key -> search space")
-        for key in self.params:
+
+    def _check_space(self, config: DictConfig, space: Mapping[str, Any]) -> None:
+        """Check that the search space (``params`` and the command line's sweeps) is not
+        empty and that each of its keys exists in ``config``."""
+        if not space:
+            raise ConfigError(
+                "hydra.sweeper.params is empty and the command line sweeps no key: give at least one key -> "
+                "search space (e.g. 'optim.lr=tag(log, interval(1e-4, 1e-2))')"
+            )
+        for key in space:
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(config, parent) if parent else config
             if not isinstance(node, DictConfig) or leaf not in node:
                 valid = [str(k) for k in node] if isinstance(node, DictConfig) else []
-                message = f"hydra.sweeper.params.{key}: the config has no key {key!r}."
+                where = f"hydra.sweeper.params.{key}" if key in self.params else key
+                message = f"{where}: the config has no key {key!r}."
                 suggestion = closest(leaf, valid)
                 if suggestion is not None:
                     message += f" Did you mean {(parent + '.' if parent else '') + suggestion!r}?"
@@ -338,8 +346,9 @@ class OptunaSearch:
         Raises:
             ConfigError: naming the ``hydra.sweeper`` key at fault and what is valid.
         """
-        self._check(config)
+        self._check()
         space, fixed = self._search_space(arguments)
+        self._check_space(config, space)
         if self.seeds_per_trial > 1 and "seed" in space:
             raise ConfigError(
                 f"hydra.sweeper.seeds_per_trial={self.seeds_per_trial} runs each trial on its own seeds: "
@@ -411,7 +420,7 @@ class OptunaSearch:
         import optuna
 
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        storage_spec = self.storage or str((self.sweep_dir / "optuna.journal").resolve())
+        storage_spec = self.storage or str((self.sweep_dir / OPTUNA_JOURNAL).resolve())
         study_name = self.study_name or self.sweep_dir.name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
@@ -483,18 +492,18 @@ class OptunaSearch:
             "seeds_per_trial": self.seeds_per_trial,
             "seed_aggregate": self.seed_aggregate,
         }
-        OmegaConf.save(OmegaConf.create(results), self.sweep_dir / "optimization_results.yaml")
+        OmegaConf.save(OmegaConf.create(results), self.sweep_dir / OPTUNA_RESULTS)
         console = Console(soft_wrap=True)
         console.print(f"[bold]Optuna[/bold]: {len(study.trials)} trials ({summary})")
         over = f" ({self.seed_aggregate} of {self.seeds_per_trial} seeds)" if self.seeds_per_trial > 1 else ""
         console.print(f"best trial {best.number}: {self.direction} objective{over} = {best.value:.2f}")
         for key, value in best.params.items():
-            console.print(f"  {key}={value}")
+            console.print(f"  {key}={value}", markup=False)
         log_to_active_parent(
             params={f"best.{k}": str(v) for k, v in best.params.items()},
             metrics={"best/value": best.value, **{f"optuna/{k.lower()}": float(n) for k, n in counts.items()}},
             tags={"optuna.study": study.study_name, "optuna.best_trial": str(best.number)},
-            artifact=self.sweep_dir / "optimization_results.yaml",
+            artifact=self.sweep_dir / OPTUNA_RESULTS,
         )
         return results
 

@@ -33,7 +33,15 @@ __all__ = [
     "started_job_tags",
     "log_to_active_parent",
     "set_active_parent",
+    "OPTUNA_JOURNAL",
+    "OPTUNA_RESULTS",
 ]
+
+OPTUNA_JOURNAL = "optuna.journal"
+"""The Optuna sweeper's study, in its sweep directory (unless ``hydra.sweeper.storage`` names another)."""
+
+OPTUNA_RESULTS = "optimization_results.yaml"
+"""The Optuna sweeper's results, written into its sweep directory at the end."""
 
 
 @dataclass(frozen=True)

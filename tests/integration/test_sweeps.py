@@ -147,6 +147,13 @@ def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_p
     assert f"loss.gamma={best['loss.gamma']}" in result.stdout
     assert "PRUNED" in result.stdout
 
+    # its directory is not resumed as a whole: the message says so and names the trials' directories
+    sweep_dir = results_file.parent
+    result = cli("rlplat-train", f"resume={sweep_dir}", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "is an Optuna sweep's directory, which is not resumed as a whole" in result.stderr, result.stderr
+    assert f"resume=<trial's job directory> ({sweep_dir / '0'}" in result.stderr, result.stderr
+
 
 @pytest.mark.parametrize(
     ("args", "needles"),
@@ -161,6 +168,14 @@ def test_optuna_sweep_prunes_trials_and_logs_the_best_params_on_the_parent(tmp_p
             ["hydra.sweeper.params.optim.lrr", "Did you mean 'optim.lr'"],
         ),
         (["hydra/launcher=slurm", "seed=0,1"], ["hydra/launcher=slurm: no Slurm cluster here (srun is not on"]),
+        (  # a key swept on the command line is checked as those of params are
+            ["+sweep=ppo_pendulum_hpo", "loss.ent_coef=choice(0.0,0.01)"],
+            ["loss.ent_coef: the config has no key 'loss.ent_coef'", "Did you mean 'loss.entropy_coef'"],
+        ),
+        (
+            ["algo=ppo", "env=pendulum", "hydra/sweeper=rlplat_optuna"],
+            ["hydra.sweeper.params is empty and the command line sweeps no key"],
+        ),
     ],
 )
 def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needles, tmp_path, store):
@@ -175,6 +190,17 @@ def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needl
         experiment = client.get_experiment_by_name("rlplat")
         assert experiment is None or client.search_runs([experiment.experiment_id]) == []
     assert not list((tmp_path / "outputs").rglob("*.pt"))
+
+
+def test_an_optuna_search_space_given_on_the_command_line_alone_is_searched(tmp_path, store):
+    args = ["algo=ppo", "env=pendulum", "hydra/sweeper=rlplat_optuna", "optim.lr=tag(log, interval(1e-4, 3e-3))"]
+    args += ["hydra.sweeper.n_trials=2", "trainer.total_frames=1024", "trainer.eval_episodes=2"]
+    result = cli("rlplat-train", "-m", *args, "collector.steps_per_env=128", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    _, parent, children = sweep_runs(store)
+    assert len(children) == 2 and parent.info.status == "FINISHED"
+    rates = {float(c.data.params["optim.lr"]) for c in children}
+    assert len(rates) == 2 and all(1e-4 <= r <= 3e-3 for r in rates)
 
 
 def test_parallel_launcher_records_every_job_in_one_sqlite_store(tmp_path, store):
