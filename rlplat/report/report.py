@@ -326,6 +326,7 @@ def print_report(report: Report, console: Any = None) -> None:
     """Print the report's tables with rich (200 columns wide off a terminal)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # cells as text: a label like tracking.also=[csv] is no markup
 
     if console is None:
         console = Console()
@@ -335,7 +336,7 @@ def print_report(report: Report, console: Any = None) -> None:
     for index, column in enumerate(_columns(report)):
         table.add_column(column, justify="left" if index == 0 else "right", overflow="fold")
     for result in report.groups:
-        table.add_row(*_cells(report, result))
+        table.add_row(*map(Text, _cells(report, result)))
     console.print(table)
     if report.improvements:
         level = f"{report.confidence:.0%} CI"
@@ -344,7 +345,7 @@ def print_report(report: Report, console: Any = None) -> None:
         pairs.add_column("B", overflow="fold")
         pairs.add_column(f"{report.improvement_header} [{level}]", justify="right")
         for i in report.improvements:
-            pairs.add_row(i.better, i.worse, _probability(i.probability))
+            pairs.add_row(Text(i.better), Text(i.worse), Text(_probability(i.probability)))
         console.print(pairs)
 
 

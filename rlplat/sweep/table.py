@@ -98,6 +98,7 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # overrides as text: tracking.also=[csv] is no markup
 
     split = [row.overrides.split() for row in rows]
     shared = set.intersection(*map(set, split)) if split else set()
@@ -115,9 +116,10 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
         value = "-" if math.isnan(row.objective) else f"{row.objective:.2f}"
         style = {"FAILED": "red", "PRUNED": "yellow", "KILLED": "yellow"}.get(row.status)
         varying = " ".join(_short_numbers(o) for o in overrides if o not in shared)
-        table.add_row(str(row.job), varying, row.status, value, f"{row.seconds:.0f}", row.run_id[:12], style=style)
+        cells = (str(row.job), Text(varying), row.status, value, f"{row.seconds:.0f}", row.run_id[:12])
+        table.add_row(*cells, style=style)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
-    console.print("\n".join(lines), highlight=False)
+    console.print("\n".join(lines), highlight=False, markup=False)
     console.print(table)

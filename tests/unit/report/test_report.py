@@ -35,3 +35,19 @@ def test_returns_keep_one_decimal():
         len(number.split(".")[1]) == 1
         for number in row.split("|")[3].replace("[", "").replace("]", "").replace(",", "").split()
     )
+
+
+def test_printed_tables_show_brackets_as_text_not_markup(capsys):
+    """rich reads ``[csv]`` as a style tag and drops it."""
+    from rlplat.report.report import print_report
+    from rlplat.sweep.table import JobRow, print_job_table
+
+    curves = _curves("tracking.also=[csv]", [1.0, 2.0]) + _curves("tracking.also=[tensorboard]", [3.0, 3.0])
+    print_report(compare(curves, "m", resamples=200))
+    rows = [
+        JobRow(0, "algo=ppo tracking.also=[csv]", "FINISHED", 1.0, 2.0, "a" * 32),
+        JobRow(1, "algo=ppo tracking.also=[tensorboard]", "FINISHED", 2.0, 2.0, "b" * 32),
+    ]
+    print_job_table(rows, "eval/return_mean", "sweep")
+    out = capsys.readouterr().out
+    assert "tracking.also=[csv]" in out and "tracking.also=[tensorboard]" in out
