@@ -125,7 +125,7 @@ class DQNLoss(nn.Module):
                 "loss_qvalue": loss,
                 "q_mean": q_taken.detach().mean(),
                 "target_mean": target.mean(),
-                "epsilon": torch.tensor(self.policy.epsilon()),
+                "epsilon": self.policy.epsilon_tensor(),
             },
             batch_size=[],
         )

@@ -73,6 +73,16 @@ class EpsilonGreedy(_FrameCounter):
         """Current epsilon."""
         return linear_schedule(*self.schedule, int(self.frames))
 
+    def epsilon_tensor(self) -> Tensor:
+        """Current epsilon as a float32 ``[]`` tensor on the counter's device, computed in
+        tensor operations: inside a compiled loss it neither breaks the graph (no ``.item()``)
+        nor, changing every frame, recompiles it."""
+        start, end, frames = self.schedule
+        if frames <= 0:
+            return torch.full((), end, device=self.frames.device)
+        progress = (self.frames.float() / frames).clamp(max=1.0)
+        return start + (end - start) * progress
+
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N]`` int64 actions and ``[N]`` zero log-probabilities."""
         action = self.q(observation).argmax(-1)
