@@ -16,32 +16,41 @@ class RolloutBuffer:
 
     Each call to :meth:`batches` makes ``epochs`` passes over the rollout in a fresh random
     order, in minibatches of ``minibatch_size`` samples (the last, smaller one is dropped
-    when ``T * B`` is not a multiple), as PPO's epochs of minibatch SGD.
+    when ``T * B`` is not a multiple), as PPO's epochs of minibatch SGD; with
+    ``minibatch_size`` None, the whole rollout in one update per epoch (A2C, REINFORCE),
+    whatever the collector's ``T`` and ``B``.
 
     Args:
         rollout_shape: ``(T, B)`` of the collector's rollouts (supplied by rlplat).
         epochs: Passes over each rollout.
-        minibatch_size: Samples per gradient update.
+        minibatch_size: Samples per gradient update; None for the whole rollout.
 
     Attributes:
         on_policy: True: serves only the latest rollout.
         sequence_length: 1: samples are single transitions.
 
     Raises:
-        ConfigError: if ``epochs`` < 1 or ``minibatch_size`` is not in ``[1, T * B]``.
+        ConfigError: if ``epochs`` < 1 or ``minibatch_size`` is not None or an integer in
+            ``[1, T * B]``.
     """
 
     on_policy = True
     sequence_length = 1
 
-    def __init__(self, rollout_shape: tuple[int, int], *, epochs: int = 10, minibatch_size: int = 64) -> None:
+    def __init__(self, rollout_shape: tuple[int, int], *, epochs: int = 10, minibatch_size: int | None = 64) -> None:
         frames_per_batch = rollout_shape[0] * rollout_shape[1]
         if epochs < 1:
             raise ConfigError(f"buffer.epochs={epochs}: must be at least 1")
-        if not 1 <= minibatch_size <= frames_per_batch:
+        if minibatch_size is None:
+            minibatch_size = frames_per_batch
+        if (
+            isinstance(minibatch_size, bool)
+            or not isinstance(minibatch_size, int)
+            or not 1 <= minibatch_size <= frames_per_batch
+        ):
             raise ConfigError(
-                f"buffer.minibatch_size={minibatch_size}: must be in [1, {frames_per_batch}], "
-                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
+                f"buffer.minibatch_size={minibatch_size!r}: must be in [1, {frames_per_batch}], "
+                f"the frames per rollout (collector.num_envs * collector.steps_per_env), or null for all of them"
             )
         self.epochs = epochs
         self.minibatch_size = minibatch_size

@@ -25,6 +25,28 @@ def test_rollout_buffer_covers_every_sample_once_per_epoch():
     torch.testing.assert_close(first_epoch, rollout(0, 4, 3)["x"].flatten().sort().values)
 
 
+def test_a_null_minibatch_size_is_the_whole_rollout_in_one_update():
+    buffer = RolloutBuffer((4, 3), epochs=1, minibatch_size=None)
+    buffer.extend(rollout(0, 4, 3))
+    [batch] = list(buffer.batches())
+    assert batch.batch_size == torch.Size([12])
+
+
+@pytest.mark.parametrize("num_envs", [2, 16])
+def test_a2c_and_reinforce_update_once_per_rollout_whatever_its_size(num_envs, tmp_path):
+    """Their presets give the whole rollout (buffer.minibatch_size=null), not a number of frames
+    that is one rollout of the preset's collector only."""
+    from conftest import make_trainer
+
+    for algo, steps in (("a2c", 5), ("reinforce", 500)):
+        overrides = [f"algo={algo}", "env=cartpole", "tracking.enabled=false", f"collector.num_envs={num_envs}"]
+        trainer = make_trainer(overrides, tmp_path)
+        try:
+            assert trainer.parts.buffer.minibatch_size == num_envs * steps
+        finally:
+            trainer.parts.close()
+
+
 def test_rollout_buffer_rejects_minibatch_larger_than_rollout():
     with pytest.raises(ConfigError, match=r"buffer.minibatch_size=99: must be in \[1, 12\]"):
         RolloutBuffer((4, 3), minibatch_size=99)
