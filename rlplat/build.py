@@ -50,6 +50,7 @@ from rlplat.registry import (
     TRANSFORMS,
     ConfigError,
     PluginError,
+    closest,
 )
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
 from rlplat.trainer import Parts
@@ -190,7 +191,18 @@ def single_env(env_node: Mapping[str, Any]) -> Any:
 
 def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
     """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space; a
-    name set to null is left out (a preset cannot delete a key that an algo preset set)."""
+    name set to null is left out (a preset cannot delete a key that an algo preset set).
+
+    Raises:
+        ConfigError: for a name no transform is registered as (the key is the name itself,
+            ``transforms.<name>``), listing those that are.
+    """
+    for name in node:
+        if name not in TRANSFORMS.names():
+            suggestion = closest(name, TRANSFORMS.names())
+            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+            valid = ", ".join(TRANSFORMS.names())
+            raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {valid}.{hint}")
     return tuple(
         TRANSFORMS.build(f"transforms.{name}", {"name": name, **kwargs}, observation_space, protocol=TransformLike)
         for name, kwargs in node.items()
@@ -313,9 +325,14 @@ def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer)
     if loss.sequence_length != buffer.sequence_length:
         raise ConfigError(
             f"buffer.sequence_length={buffer.sequence_length}: loss {config['loss']['name']!r} needs samples of "
-            f"{loss.sequence_length} consecutive steps (e.g. loss.n_step={loss.sequence_length}); "
+            f"{loss.sequence_length} consecutive steps{_from_n_step(config, loss)}; "
             f"set buffer.sequence_length={loss.sequence_length}"
         )
+
+
+def _from_n_step(config: Mapping[str, Any], loss: Loss) -> str:
+    """`` (loss.n_step=N)`` where the loss has that key (its n-step return sets the length)."""
+    return f" (loss.n_step={loss.sequence_length})" if "n_step" in config["loss"] else ""
 
 
 def _on_policy(buffer_name: str) -> bool | None:
@@ -349,4 +366,11 @@ def build_optimizers(config: Mapping[str, Any], loss: Loss) -> Optimizers:
             f"loss {config['loss']['name']!r}: {missing} trainable parameters are in "
             f"none of its param_groups ({', '.join(groups)})"
         )
-    return make_optimizers(config["optim"], groups)
+    delayed = tuple(getattr(loss, "delayed_groups", ()))
+    unknown = [g for g in delayed if g not in groups]
+    if unknown:
+        raise PluginError(
+            f"loss {config['loss']['name']!r}: delayed_groups {', '.join(unknown)} not among its "
+            f"param_groups ({', '.join(groups)})"
+        )
+    return make_optimizers(config["optim"], groups, delayed)

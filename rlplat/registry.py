@@ -50,6 +50,38 @@ def _entry_points_on(path: tuple[str, ...]) -> Any:
     return entry_points()
 
 
+CONF_ENTRY_POINTS = "rlplat.conf"
+"""Entry-point group naming plugin packages that ship YAML config groups."""
+
+
+def config_packages() -> list[str]:
+    """Packages holding YAML config groups: rlplat's own (``rlplat.conf``), then plugins'.
+
+    Returns:
+        Importable package names; plugins' come from the ``rlplat.conf`` entry points.
+    """
+    return ["rlplat.conf", *(ep.value for ep in declared_entry_points(CONF_ENTRY_POINTS))]
+
+
+def preset_node(group: str, name: str) -> dict[str, Any] | None:
+    """The YAML option ``<group>/<name>.yaml`` of the first config package that ships one
+    (:func:`config_packages`), as plain data, interpolations left as written; None when none
+    does (a registered name without a YAML file of its own) or its package does not import."""
+    from importlib.resources import files
+
+    for package in config_packages():
+        try:
+            path = files(package).joinpath(group, f"{name}.yaml")
+        except ModuleNotFoundError:
+            continue
+        if path.is_file():
+            from omegaconf import OmegaConf
+
+            node = OmegaConf.to_container(OmegaConf.create(path.read_text()), resolve=False)
+            return cast(dict[str, Any], node) if isinstance(node, dict) else None
+    return None
+
+
 class ConfigError(ValueError):
     """Bad user configuration: the message names the config key, the value and what is valid."""
 

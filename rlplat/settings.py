@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 
 from omegaconf import OmegaConf
 
-from rlplat.registry import ConfigError, check_kwargs
+from rlplat.registry import ConfigError, check_kwargs, preset_node
 
 DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
@@ -111,6 +111,15 @@ class TrainerConfig(_Node):
             ("record_every_frames", 0),
         ):
             check_int(f"trainer.{key}", getattr(self, key), minimum)
+        # videos are recorded at log steps: every log_every_frames, and at each evaluation
+        cadence = min(self.log_every_frames, self.eval_every_frames or self.log_every_frames)
+        if 0 < self.record_every_frames < cadence:
+            raise ConfigError(
+                f"trainer.record_every_frames={self.record_every_frames}: videos are recorded at log steps, which "
+                f"come every {cadence} frames (trainer.log_every_frames={self.log_every_frames}, and at "
+                f"evaluations: trainer.eval_every_frames={self.eval_every_frames}); give at least {cadence}, or "
+                "lower trainer.log_every_frames"
+            )
         for key, valid in (
             ("device", DEVICES),
             ("lr_schedule", LR_SCHEDULES),
@@ -225,3 +234,24 @@ def check_seed(seed: Any) -> int:
     """The run's seed; raises ConfigError unless it is an integer >= 0."""
     check_int("seed", seed, 0)
     return int(seed)
+
+
+def group_optimizer_settings(shared: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimizer settings of a parameter group with a sub-node ``optim.<group>``.
+
+    The sub-node's keys over the shared settings (``optim``'s other keys); but a sub-node
+    that names another optimizer (``optim.critic.name=rmsprop`` under Adam) starts from that
+    optimizer's own defaults (``conf/optim/<name>.yaml``) instead: the shared keys belong to
+    the shared optimizer (Adam's betas mean nothing to RMSprop).
+
+    Args:
+        shared: ``optim``'s keys that are not sub-nodes.
+        own: The group's sub-node.
+
+    Returns:
+        The settings of the group's optimizer, ``name`` included.
+    """
+    name = own.get("name", shared.get("name"))
+    if name == shared.get("name"):
+        return {**shared, **own}
+    return {**(preset_node("optim", str(name)) or {}), **own}

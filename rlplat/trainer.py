@@ -363,7 +363,8 @@ class Trainer:
         if not math.isfinite(float(sum(norms.values(), total))):
             self._nonfinite(self._nonfinite_update(losses, norms), frames)
             return None
-        optimizers.step()
+        # a loss's delayed groups (TD3's actor) are stepped on their updates only
+        optimizers.step(() if getattr(loss, "delayed_due", True) else loss.delayed_groups)  # type: ignore[attr-defined]
         losses.update(norms)
         loss.after_update()  # e.g. target networks
         return losses

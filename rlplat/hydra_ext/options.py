@@ -15,7 +15,7 @@ from importlib.resources.abc import Traversable
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from rlplat.registry import REGISTRIES, declared_entry_points
+from rlplat.registry import REGISTRIES, config_packages
 
 GROUPS = {
     "env": "env",
@@ -32,18 +32,6 @@ PRESET_GROUPS = ("algo", "tuned", "sweep")
 
 SWEEPS_PACKAGE = "rlplat.sweeps"
 """Package of sweeps/: ready sweep configs, options of the group ``sweep`` (``-m +sweep=<name>``)."""
-
-CONF_ENTRY_POINTS = "rlplat.conf"
-"""Entry-point group naming plugin packages that ship YAML config groups."""
-
-
-def config_packages() -> list[str]:
-    """Packages holding YAML config groups: rlplat's own (``rlplat.conf``), then plugins'.
-
-    Returns:
-        Importable package names; plugins' come from the ``rlplat.conf`` entry points.
-    """
-    return ["rlplat.conf", *(ep.value for ep in declared_entry_points(CONF_ENTRY_POINTS))]
 
 
 def yaml_options(group: str, packages: Iterable[str] | None = None) -> set[str]:

@@ -42,7 +42,13 @@ from rlplat.hydra_ext.overrides import unroute
 from rlplat.hydra_ext.plugins import register_hydra_plugins
 from rlplat.loggers import check_loggers
 from rlplat.registry import BUFFERS, BUILTIN_DISTRIBUTION, COLLECTORS, LOSSES, OPTIMIZERS, ConfigError, Registry
-from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
+from rlplat.settings import (
+    CheckpointConfig,
+    TrackingConfig,
+    TrainerConfig,
+    check_seed,
+    group_optimizer_settings,
+)
 
 GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 """Hydra's override grammar, named in the message for an override that does not parse."""
@@ -272,10 +278,11 @@ def check_types(config: Mapping[str, Any], defaults: Mapping[str, Any], prefix: 
 
 def _with_shared_optim_defaults(defaults: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
     """``optim``'s defaults with a group's sub-node (``optim.actor``) defaulting to the shared
-    settings, as :func:`rlplat.optim.make_optimizers` reads them."""
+    settings, or to its own optimizer's when it names another, as
+    :func:`rlplat.optim.make_optimizers` reads them (:func:`rlplat.settings.group_optimizer_settings`)."""
     shared = {k: v for k, v in defaults.items() if not isinstance(v, Mapping)}
     groups = {
-        k: {**shared, **defaults.get(k, {})}
+        k: group_optimizer_settings(shared, {**defaults.get(k, {}), **({"name": v["name"]} if "name" in v else {})})
         for k, v in node.items()
         if isinstance(v, Mapping) and isinstance(defaults.get(k, {}), Mapping)
     }
@@ -328,7 +335,8 @@ def check_ranges(config: Mapping[str, Any]) -> None:
     if _builtin(BUFFERS, buffer):
         _at_least_one("buffer", buffer, ("epochs", "capacity", "batch_size"))
         frames = collector.get("steps_per_env", 0) * collector.get("num_envs", 0) if builtin_collector else 0
-        if frames and _outside(buffer, "minibatch_size", lambda v: 1 <= v <= frames):
+        whole = buffer.get("minibatch_size", 0) is None  # null: the whole rollout in one minibatch
+        if frames and not whole and _outside(buffer, "minibatch_size", lambda v: 1 <= v <= frames):
             raise ConfigError(
                 f"buffer.minibatch_size={buffer['minibatch_size']}: must be in [1, {frames}], "
                 f"the frames per rollout (collector.num_envs * collector.steps_per_env)"

@@ -82,6 +82,12 @@ class Loss(Protocol):
     ``preprocess``); the trainer then buffers only these, so that shuffling and splitting
     minibatches moves nothing else (rlplat's on-policy losses declare it). Without it the
     buffer holds every key.
+
+    Optional attributes ``delayed_groups`` and ``delayed_due``: a tuple of parameter groups
+    stepped only on some updates (TD3's actor, every ``policy_delay`` updates: Fujimoto et
+    al. 2018), and a bool, whether the coming update is one of those. Each delayed group
+    gets an optimizer of its own, which the trainer does not step on the other updates: a
+    step with a zero gradient would still move the parameters by Adam's momentum.
     """
 
     policy: Policy

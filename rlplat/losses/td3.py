@@ -84,6 +84,11 @@ class TD3Loss(nn.Module):
         )
         self.gamma = gamma
         self.policy_delay = policy_delay
+        # the actor is stepped on delayed updates only (Loss.delayed_groups); delayed_due, a
+        # bool set after each update, says whether the next is one: a compiled forward has
+        # two variants rather than one per value of the update count
+        self.delayed_groups: tuple[str, ...] = ("actor",) if policy_delay > 1 else ()
+        self.delayed_due = policy_delay == 1
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
 
@@ -112,7 +117,7 @@ class TD3Loss(nn.Module):
         q = self.critics(observation, action)  # [K, N, 1]
         loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
 
-        if (self.targets.updates + 1) % self.policy_delay == 0:  # this update is a delayed one
+        if self.delayed_due:  # this update is a delayed one
             # the actor's loss must not move the critics
             loss_actor = -self.critics(observation, self.actor(observation), frozen=True, first=1)[0].mean()
         else:
@@ -129,7 +134,9 @@ class TD3Loss(nn.Module):
     def set_extra_state(self, state: dict[str, int]) -> None:
         """Restore :meth:`get_extra_state`."""
         self.targets.updates = int(state["target_updates"])
+        self.delayed_due = (self.targets.updates + 1) % self.policy_delay == 0
 
     def after_update(self) -> None:
         """Polyak-update actor and critic targets every ``policy_delay`` updates."""
         self.targets.step()
+        self.delayed_due = (self.targets.updates + 1) % self.policy_delay == 0

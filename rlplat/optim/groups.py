@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from rlplat.optim.optimizers import SettingError
 from rlplat.registry import OPTIMIZERS, ConfigError
+from rlplat.settings import group_optimizer_settings
 
 GRAD_CLIP_KEY = "max_grad_norm"
 
@@ -234,6 +236,11 @@ class Optimizers:
         # the direct step needs every parameter's gradient present: flat parameters only
         not_flat = {id(unit.optimizer) for unit in units if not unit.grads}
         self._steps = [_step(optimizer, flat=id(optimizer) not in not_flat) for optimizer in self.optimizers]
+        # the parameter groups each optimizer steps, in the order of _steps
+        self._stepped_groups = [
+            frozenset(g for unit in units if unit.optimizer is optimizer for g in unit.groups)
+            for optimizer in self.optimizers
+        ]
 
     def zero_grad(self) -> None:
         """Zero every gradient (in place where the parameters are flat)."""
@@ -249,10 +256,17 @@ class Optimizers:
         """
         return {unit.metric("grad_norm"): unit.clip_gradients() for unit in self.units}
 
-    def step(self) -> None:
-        """Step every optimizer once (after :meth:`clip_gradients`)."""
-        for step in self._steps:
-            step()
+    def step(self, skip: Collection[str] = ()) -> None:
+        """Step every optimizer once (after :meth:`clip_gradients`), but those that step only
+        parameter groups named in ``skip`` (a loss's delayed groups between their updates;
+        :func:`make_optimizers` gives each such group an optimizer of its own)."""
+        if not skip:
+            for step in self._steps:
+                step()
+            return
+        for step, groups in zip(self._steps, self._stepped_groups):
+            if not groups.issubset(skip):
+                step()
 
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
@@ -306,7 +320,9 @@ def _step(optimizer: torch.optim.Optimizer, flat: bool) -> Callable[[], Any]:
     return optimizer.step
 
 
-def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parameter]]) -> Optimizers:
+def make_optimizers(
+    node: Mapping[str, Any], groups: Mapping[str, list[nn.Parameter]], delayed: Collection[str] = ()
+) -> Optimizers:
     """Build the optimizers of a loss's parameter groups from the ``optim`` node.
 
     Args:
@@ -314,6 +330,9 @@ def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parame
             optimizer's keyword arguments) and optional sub-nodes named after groups.
         groups: The loss's parameter groups, name -> parameters; parameters that take no
             gradient are left out, and a group left empty gets no optimizer.
+        delayed: Groups stepped only on some updates (the loss's ``delayed_groups``): each
+            gets an optimizer of its own, shared with no other group (the shared settings
+            when it has no sub-node), so that :meth:`Optimizers.step` can leave it out.
 
     Raises:
         ConfigError: for a sub-node naming no group of the loss (lists the groups), a bad
@@ -327,11 +346,12 @@ def make_optimizers(node: Mapping[str, Any], groups: Mapping[str, list[nn.Parame
                 f"optim.{name}: the loss has no parameter group {name!r}. Its groups: {', '.join(groups)}."
             )
     trainable = {g: [p for p in ps if p.requires_grad] for g, ps in groups.items()}
-    units = [_unit(g, (g,), {**shared, **own[g]}, trainable[g]) for g in own if trainable[g]]
-    rest = tuple(g for g in groups if g not in own and trainable[g])
+    apart = [g for g in groups if (g in own or g in delayed) and trainable[g]]
+    units = [_unit(g, (g,), group_optimizer_settings(shared, own.get(g, {})), trainable[g]) for g in apart]
+    rest = tuple(g for g in groups if g not in apart and trainable[g])
     if rest:
         units.append(_unit("", rest, shared, [p for g in rest for p in trainable[g]]))
-    return Optimizers(merge_units(units))
+    return Optimizers(merge_units(units, separate=delayed))
 
 
 def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params: list[nn.Parameter]) -> OptimizerUnit:
@@ -347,16 +367,20 @@ def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params:
     stepped: list[Tensor] = list(params)
     if getattr(entry, "elementwise", False):
         stepped, grads = flatten_parameters(params)
-    optimizer = OPTIMIZERS.build(key, settings, stepped)
+    try:
+        optimizer = OPTIMIZERS.build(key, settings, stepped)
+    except SettingError as error:  # named under optim.; this unit's node may be a group's
+        raise error.at(key) from None
     param_groups = list(optimizer.param_groups)
     initial_lr = [group["lr"] for group in param_groups]
     return OptimizerUnit(label, groups, optimizer, params, clip, param_groups, initial_lr, grads)
 
 
-def merge_units(units: list[OptimizerUnit]) -> list[OptimizerUnit]:
+def merge_units(units: list[OptimizerUnit], separate: Collection[str] = ()) -> list[OptimizerUnit]:
     """Let units with flat parameters whose optimizers are of one class with the same
     settings but the learning rate share one optimizer, each unit keeping its param groups
-    (and so its learning rate and schedule) and its own gradient clip.
+    (and so its learning rate and schedule) and its own gradient clip. Units of the groups
+    in ``separate`` keep theirs.
 
     For an elementwise optimizer (Adam, RMSprop) this changes no number: each element's
     update depends on that element's gradient and state alone. It saves the optimizer's
@@ -370,7 +394,7 @@ def merge_units(units: list[OptimizerUnit]) -> list[OptimizerUnit]:
 
     by_settings: dict[tuple[Any, ...], list[OptimizerUnit]] = {}
     for unit in units:
-        if unit.grads and len(unit.optimizer.param_groups) == 1:
+        if unit.grads and len(unit.optimizer.param_groups) == 1 and unit.label not in separate:
             by_settings.setdefault(settings(unit.optimizer), []).append(unit)
     for same in by_settings.values():
         if len(same) < 2:

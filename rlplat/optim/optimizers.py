@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -10,14 +11,38 @@ from torch import nn
 from rlplat.registry import ConfigError
 
 
-def _check(name: str, lr: float, eps: float, weight_decay: float) -> None:
-    """Raise ConfigError for a non-positive lr or eps or a negative weight decay."""
+class SettingError(ConfigError):
+    """A bad optimizer setting; the message names it under ``optim.`` until the caller, which
+    knows the node it came from (``optim.critic`` for a group's own), names it there
+    (:meth:`at`)."""
+
+    def __init__(self, setting: str, value: Any, rule: str) -> None:
+        self.setting, self.value, self.rule = setting, value, rule
+        super().__init__(self._text("optim"))
+
+    def _text(self, node: str) -> str:
+        return f"{node}.{self.setting}={self.value!r}: {self.rule}"
+
+    def at(self, node: str) -> ConfigError:
+        """The same error, naming the setting under ``node``."""
+        return ConfigError(self._text(node))
+
+
+def _check(name: str, lr: float, eps: float, weight_decay: float, **unit_interval: Any) -> None:
+    """Raise SettingError for a non-positive lr or eps, a negative weight decay, or a value of
+    ``unit_interval`` (a number, or a list of them, e.g. Adam's betas) outside [0, 1)."""
     if lr <= 0:
-        raise ConfigError(f"optim.lr={lr}: must be > 0 ({name})")
+        raise SettingError("lr", lr, f"must be > 0 ({name})")
     if eps <= 0:
-        raise ConfigError(f"optim.eps={eps}: must be > 0 ({name})")
+        raise SettingError("eps", eps, f"must be > 0 ({name})")
     if weight_decay < 0:
-        raise ConfigError(f"optim.weight_decay={weight_decay}: must be >= 0 ({name})")
+        raise SettingError("weight_decay", weight_decay, f"must be >= 0 ({name})")
+    for key, value in unit_interval.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        if key == "betas" and len(values) != 2:
+            raise SettingError(key, value, f"must be two numbers in [0, 1), e.g. [0.9, 0.999] ({name})")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v < 1.0 for v in values):
+            raise SettingError(key, value, f"must be {'numbers' if key == 'betas' else 'a number'} in [0, 1) ({name})")
 
 
 def adam(
@@ -41,9 +66,10 @@ def adam(
         fused: One kernel over all parameters (several times faster for small networks).
 
     Raises:
-        ConfigError: for lr or eps <= 0, or a negative weight decay.
+        ConfigError: for lr or eps <= 0, a negative weight decay, or betas that are not two
+            numbers in [0, 1).
     """
-    _check("adam", lr, eps, weight_decay)
+    _check("adam", lr, eps, weight_decay, betas=betas)
     b1, b2 = betas
     return torch.optim.Adam(params, lr=lr, eps=eps, betas=(b1, b2), weight_decay=weight_decay, fused=fused)
 
@@ -70,9 +96,9 @@ def rmsprop(
         weight_decay: L2 penalty.
 
     Raises:
-        ConfigError: for lr or eps <= 0, or a negative weight decay.
+        ConfigError: for lr or eps <= 0, a negative weight decay, or alpha outside [0, 1).
     """
-    _check("rmsprop", lr, eps, weight_decay)
+    _check("rmsprop", lr, eps, weight_decay, alpha=alpha)
     return torch.optim.RMSprop(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
 
 

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 MISMATCHES = [
     (
         ["algo=dqn", "env=cartpole", "loss.n_step=3", "buffer.sequence_length=1"],
-        "buffer.sequence_length=1: loss 'dqn' needs samples of 3 consecutive steps (e.g. loss.n_step=3); "
+        "buffer.sequence_length=1: loss 'dqn' needs samples of 3 consecutive steps (loss.n_step=3); "
         "set buffer.sequence_length=3",
     ),
     (
@@ -56,6 +56,27 @@ MISMATCHES = [
         "optim.critic.max_grad_norm=-1: must be a number > 0, or null to not clip",
     ),
     (["algo=dqn", "env=pendulum"], "loss 'dqn' cannot act in env 'Pendulum-v1'"),
+    (  # a loss without n-step returns: no hint at a key it does not have
+        ["algo=sac", "env=pendulum", "buffer.sequence_length=3"],
+        "buffer.sequence_length=3: loss 'sac' needs samples of 1 consecutive steps; set buffer.sequence_length=1",
+    ),
+    (
+        ["algo=ppo", "env=cartpole", "transforms.obs_nrom={}"],
+        "transforms.obs_nrom: no transform is named 'obs_nrom'. Valid: obs_norm, reward_clip, reward_scale. "
+        "Did you mean 'obs_norm'?",
+    ),
+    # a group's optimizer settings are named under the group's node
+    (["algo=ppo", "env=cartpole", "optim.critic.lr=-1"], "optim.critic.lr=-1: must be > 0 (adam)"),
+    (["algo=ppo", "env=cartpole", "optim.betas=[2,0.9]"], "optim.betas=[2, 0.9]: must be numbers in [0, 1) (adam)"),
+    (
+        ["algo=ppo", "env=cartpole", "optim.critic.betas=[0.9]"],
+        "optim.critic.betas=[0.9]: must be two numbers in [0, 1), e.g. [0.9, 0.999] (adam)",
+    ),
+    (["algo=a2c", "env=cartpole", "optim.alpha=1.5"], "optim.alpha=1.5: must be a number in [0, 1) (rmsprop)"),
+    (
+        ["algo=ppo", "env=cartpole", "trainer.record_every_frames=500"],
+        "trainer.record_every_frames=500: videos are recorded at log steps, which come every 1000 frames",
+    ),
 ]
 
 
@@ -69,6 +90,18 @@ def test_mismatch_stops_before_any_run_with_one_message(args, message, tmp_path,
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.*"))
     assert not (tmp_path / "mlflow.db").exists()  # the store was never opened: no run exists
+
+
+def test_a2c_with_fewer_envs_than_its_preset_trains(tmp_path, store):
+    """buffer.minibatch_size=null (the whole rollout) passes the check before torch for any
+    rollout size; a number of frames fixed in the preset was refused for fewer envs."""
+    args = ["algo=a2c", "env=cartpole", "collector.num_envs=2", "trainer.total_frames=200", "trainer.eval_episodes=1"]
+    result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    [run] = MlflowClient(tracking_uri=store).search_runs(
+        [MlflowClient(tracking_uri=store).get_experiment_by_name("rlplat").experiment_id]
+    )
+    assert run.data.params["buffer.minibatch_size"] == "None"
 
 
 def test_n_step_dqn_samples_windows_of_n_steps_without_extra_keys(tmp_path, store):
