@@ -10,6 +10,7 @@ SWEEP_TAG = "rlplat.sweep"  # on parent and children: the sweep's output directo
 OVERRIDES_TAG = "rlplat.overrides"  # on every run: its overrides as typed, space-separated
 JOB_TAG = "rlplat.job"  # on a child: the job's number in the sweep
 PRUNED_TAG = "rlplat.pruned"  # on a child stopped early by a pruner: "true"
+SIGNAL_TAG = "rlplat.signal"  # on a run (or a sweep's parent) stopped by a signal: its name, e.g. SIGINT
 RESTARTED_TAG = "rlplat.restarted"  # on a child that stopped before its first checkpoint and was started again: "true"
 SOURCE_RUN_TAG = "rlplat.source_run"  # on an rlplat-eval run: the id of the run whose checkpoint it evaluated
 RUN_DIR_TAG = "rlplat.run_dir"  # on every run: its absolute run directory (Hydra's output directory)

@@ -26,13 +26,12 @@ from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.locate import SWEEP_FILE, read_run_file, write_run_file
 from rlplat.command_line import start_up_done
-from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG
+from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG, SIGNAL_TAG
 
 if TYPE_CHECKING:
     from rlplat.build import Build
     from rlplat.trainer import Callback
 
-SIGNAL_TAG = "rlplat.signal"
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 

@@ -14,7 +14,8 @@ that in MLflow:
   the same table on the parent run, compares the groups of jobs that differ only in their
   seed (:mod:`rlplat.report`: IQM with confidence intervals, plots, logged on the parent
   run and written to ``<sweep dir>/report/``) and ends the parent FINISHED; a sweep that stops with an
-  error (Hydra's basic sweeper stops at the first failed job) leaves its parent FAILED.
+  error (Hydra's basic sweeper stops at the first failed job) leaves its parent FAILED, one
+  stopped by a signal (Ctrl-C) KILLED, with the signal's tag as its jobs have.
 
 The tag names, :class:`ParentRun` and the active-parent helpers are defined in
 :mod:`rlplat.sweep.runs` (below the sweeper and the table, which use them too) and
@@ -52,7 +53,7 @@ from rlplat.sweep.runs import (
     sweep_directory,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
-from rlplat.tags import DESCRIPTION_TAG
+from rlplat.tags import DESCRIPTION_TAG, SIGNAL_TAG
 
 __all__ = [
     "JOB_TAG",
@@ -72,12 +73,21 @@ MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"
 
 
 def _end_if_abandoned() -> None:
-    """At exit of a sweep that stopped with an error: end its parent run FAILED."""
+    """At exit of a sweep that stopped before its end: end its parent run KILLED, tagged
+    with the signal, when a signal stopped its jobs (children KILLED by it, none FAILED),
+    as each such child ends; else FAILED (an error)."""
     parent = active_parent()
     if parent is not None:
         from mlflow import MlflowClient
 
-        MlflowClient(tracking_uri=parent.uri).set_terminated(parent.run_id, status="FAILED")
+        client = MlflowClient(tracking_uri=parent.uri)
+        children = client.search_runs([parent.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
+        signals = sorted({c.data.tags[SIGNAL_TAG] for c in children if SIGNAL_TAG in c.data.tags})
+        if signals and not any(c.info.status == "FAILED" for c in children):
+            client.set_tag(parent.run_id, SIGNAL_TAG, signals[0])
+            client.set_terminated(parent.run_id, status="KILLED")
+        else:
+            client.set_terminated(parent.run_id, status="FAILED")
         set_active_parent(None)
 
 

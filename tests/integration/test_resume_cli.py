@@ -325,6 +325,10 @@ def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_nev
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert not (sweep / "1").exists()  # the sweep stopped before its second job
+    client = MlflowClient(tracking_uri=store)
+    [parent] = [r for r in client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+                if "mlflow.parentRunId" not in r.data.tags]  # fmt: skip
+    assert parent.info.status == "KILLED" and parent.data.tags["rlplat.signal"] == "SIGINT"  # stopped, no error
     command = printed_resume(stderr)
     assert command == ["rlplat-train", f"resume={sweep}"]
     shutil.rmtree(sweep / "0" / "checkpoints")  # job 0 as if stopped before its first checkpoint
