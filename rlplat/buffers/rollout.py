@@ -50,7 +50,7 @@ class RolloutBuffer:
         ):
             raise ConfigError(
                 f"buffer.minibatch_size={minibatch_size!r}: must be in [1, {frames_per_batch}], "
-                f"the frames per rollout (collector.num_envs * collector.steps_per_env), or null for all of them"
+                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
             )
         self.epochs = epochs
         self.minibatch_size = minibatch_size

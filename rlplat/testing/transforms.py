@@ -144,6 +144,10 @@ def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
 def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):  # e.g. a module's extra state
+        return set(a) == set(b) and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
     try:
         return bool(a == b)
     except Exception:  # noqa: BLE001  (values that do not compare count as changed)
