@@ -339,6 +339,12 @@ def _start_loggers(built: Build, spec: RunSpec, after_step: int | None, startup:
     return loggers
 
 
+def env_label(choice: str, env_node: Mapping[str, Any]) -> str:
+    """The env as a run's name and console title show it: the ``env=`` choice, or for the
+    generic ``env=gym`` the gymnasium id it was given (``Acrobot-v1``)."""
+    return str(env_node.get("id") or choice) if choice == "gym" else choice
+
+
 def _description(built: Build, tags: dict[str, str]) -> str:
     """The run's description on its MLflow page: the command, what is trained, where."""
     env = built.config["env"]
@@ -367,7 +373,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
         tracker.reopen(spec.resume_run)
         return tracker, tracker.last_step("time/fps")
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
-    name = tracking.run_name or f"{tags['algo']}-{tags['env']}-s{tags['seed']}"
+    name = tracking.run_name or f"{tags['algo']}-{env_label(tags['env'], built.config['env'])}-s{tags['seed']}"
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
     # created while training starts (see RunRecord), and started when the job did: before the
     # metrics logged meanwhile, so that seconds from the run's start count the whole command

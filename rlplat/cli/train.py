@@ -59,7 +59,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
     try:
         from rlplat.build import build
         from rlplat.cli.record import video_callbacks
-        from rlplat.cli.run import RunSpec, run_training
+        from rlplat.cli.run import RunSpec, env_label, run_training
         from rlplat.sweep.reporter import TrialReporter
 
         built = build(cfg)
@@ -70,7 +70,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
             tags = _tags(cfg, built.tracking.uri, algo, env, command, reporter) if built.tracking.enabled else {}
             spec = RunSpec(
                 output_dir,
-                f"{algo} / {env} / seed {seed}",
+                f"{algo} / {env_label(env, built.config['env'])} / seed {seed}",
                 tags=tags,
                 reporter=reporter,
                 job_start=job_start,

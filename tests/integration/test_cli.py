@@ -167,6 +167,17 @@ def test_every_algo_runs_end_to_end_on_every_compatible_env(algo, env, tmp_path,
     assert any(k.startswith("loss/") for k in run.data.metrics)
 
 
+def test_a_run_on_the_generic_gym_env_is_named_after_its_id(tmp_path, store):
+    from conftest import TINY
+
+    overrides = ["algo=ppo", "env=gym", "env.id=Acrobot-v1", "seed=3", f"tracking.uri={store}", *TINY]
+    result = cli("rlplat-train", *overrides, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert run.info.run_name == "ppo-Acrobot-v1-s3"  # every such run was ppo-gym-s<seed>
+
+
 def test_algorithm_that_cannot_act_in_the_env_names_both(tmp_path, store):
     result = cli("rlplat-train", "algo=dqn", "env=pendulum", f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 2
