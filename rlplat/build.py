@@ -197,12 +197,12 @@ def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space
         ConfigError: for a name no transform is registered as (the key is the name itself,
             ``transforms.<name>``), listing those that are.
     """
+    names = TRANSFORMS.names()
     for name in node:
-        if name not in TRANSFORMS.names():
-            suggestion = closest(name, TRANSFORMS.names())
+        if name not in names:
+            suggestion = closest(name, names)
             hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-            valid = ", ".join(TRANSFORMS.names())
-            raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {valid}.{hint}")
+            raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {', '.join(names)}.{hint}")
     return tuple(
         TRANSFORMS.build(f"transforms.{name}", {"name": name, **kwargs}, observation_space, protocol=TransformLike)
         for name, kwargs in node.items()

@@ -281,11 +281,11 @@ def _with_shared_optim_defaults(defaults: Mapping[str, Any], node: Mapping[str, 
     settings, or to its own optimizer's when it names another, as
     :func:`rlplat.optim.make_optimizers` reads them (:func:`rlplat.settings.group_optimizer_settings`)."""
     shared = {k: v for k, v in defaults.items() if not isinstance(v, Mapping)}
-    groups = {
-        k: group_optimizer_settings(shared, {**defaults.get(k, {}), **({"name": v["name"]} if "name" in v else {})})
-        for k, v in node.items()
-        if isinstance(v, Mapping) and isinstance(defaults.get(k, {}), Mapping)
-    }
+    groups = {}
+    for k, v in node.items():
+        if isinstance(v, Mapping) and isinstance(defaults.get(k, {}), Mapping):
+            own = {**defaults.get(k, {}), **{key: v[key] for key in ("name",) if key in v}}  # the optimizer chosen
+            groups[k] = group_optimizer_settings(shared, own)
     return {**defaults, **groups}
 
 

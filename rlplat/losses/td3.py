@@ -88,7 +88,7 @@ class TD3Loss(nn.Module):
         # bool set after each update, says whether the next is one: a compiled forward has
         # two variants rather than one per value of the update count
         self.delayed_groups: tuple[str, ...] = ("actor",) if policy_delay > 1 else ()
-        self.delayed_due = policy_delay == 1
+        self._set_delayed_due()
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
 
@@ -134,9 +134,13 @@ class TD3Loss(nn.Module):
     def set_extra_state(self, state: dict[str, int]) -> None:
         """Restore :meth:`get_extra_state`."""
         self.targets.updates = int(state["target_updates"])
-        self.delayed_due = (self.targets.updates + 1) % self.policy_delay == 0
+        self._set_delayed_due()
 
     def after_update(self) -> None:
         """Polyak-update actor and critic targets every ``policy_delay`` updates."""
         self.targets.step()
+        self._set_delayed_due()
+
+    def _set_delayed_due(self) -> None:
+        """Whether the coming update is a delayed one, from the updates counted so far."""
         self.delayed_due = (self.targets.updates + 1) % self.policy_delay == 0

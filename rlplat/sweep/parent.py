@@ -73,9 +73,9 @@ MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"
 
 
 def _end_if_abandoned() -> None:
-    """At exit of a sweep that stopped before its end: end its parent run KILLED, tagged
-    with the signal, when a signal stopped its jobs (children KILLED by it, none FAILED),
-    as each such child ends; else FAILED (an error)."""
+    """At exit of a sweep that stopped before its end: end its parent run KILLED, with the
+    ``rlplat.signal`` tag of its children, when a signal stopped its jobs (a child carries
+    that tag and none FAILED); else FAILED (an error)."""
     parent = active_parent()
     if parent is not None:
         from mlflow import MlflowClient

@@ -98,9 +98,8 @@ def test_a2c_with_fewer_envs_than_its_preset_trains(tmp_path, store):
     args = ["algo=a2c", "env=cartpole", "collector.num_envs=2", "trainer.total_frames=200", "trainer.eval_episodes=1"]
     result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    [run] = MlflowClient(tracking_uri=store).search_runs(
-        [MlflowClient(tracking_uri=store).get_experiment_by_name("rlplat").experiment_id]
-    )
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
     assert run.data.params["buffer.minibatch_size"] == "None"
 
 

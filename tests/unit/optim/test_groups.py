@@ -344,32 +344,29 @@ def test_a_group_naming_another_optimizer_starts_from_that_optimizers_defaults(a
         built.parts.close()
 
 
-def test_td3_steps_its_actor_on_delayed_updates_only():
+def test_td3_steps_its_actor_on_delayed_updates_only(tmp_path):
     """Between TD3's delayed policy updates the actor's loss is zero: a step of its optimizer
     would still move it by Adam's momentum, so the actor's optimizer is not stepped."""
-    import tempfile
-
     from conftest import make_trainer
 
-    with tempfile.TemporaryDirectory() as directory:
-        overrides = ["algo=td3", "env=pendulum", "tracking.enabled=false", "buffer.learning_starts=64"]
-        trainer = make_trainer([*overrides, "buffer.batch_size=32", "collector.num_envs=1"], directory)
-        loss, parts = trainer.parts.loss, trainer.parts
-        assert loss.policy_delay == 2 and loss.delayed_groups == ("actor",)
-        assert {unit.label for unit in parts.optimizers.units} == {"actor", "critic"}
-        assert len(parts.optimizers.optimizers) == 2  # the actor's is its own, not merged with the critic's
-        rollouts = iter(parts.collector)
-        for _ in range(64):
-            trainer._buffer(next(rollouts))
-        batch = next(iter(parts.buffer.batches()))
-        moved = []
-        for _ in range(6):
-            due = loss.delayed_due
-            before = [p.detach().clone() for p in loss.actor.parameters()]
-            critic = [p.detach().clone() for p in loss.critics.parameters()]
-            assert trainer._update(batch, 64) is not None
-            actor_moved = any(not torch.equal(a, b) for a, b in zip(loss.actor.parameters(), before))
-            assert any(not torch.equal(a, b) for a, b in zip(loss.critics.parameters(), critic))
-            moved.append((due, actor_moved))
-        parts.close()
+    overrides = ["algo=td3", "env=pendulum", "tracking.enabled=false", "buffer.learning_starts=64"]
+    trainer = make_trainer([*overrides, "buffer.batch_size=32", "collector.num_envs=1"], tmp_path)
+    loss, parts = trainer.parts.loss, trainer.parts
+    assert loss.policy_delay == 2 and loss.delayed_groups == ("actor",)
+    assert {unit.label for unit in parts.optimizers.units} == {"actor", "critic"}
+    assert len(parts.optimizers.optimizers) == 2  # the actor's is its own, not merged with the critic's
+    rollouts = iter(parts.collector)
+    for _ in range(64):
+        trainer._buffer(next(rollouts))
+    batch = next(iter(parts.buffer.batches()))
+    moved = []
+    for _ in range(6):
+        due = loss.delayed_due
+        before = [p.detach().clone() for p in loss.actor.parameters()]
+        critic = [p.detach().clone() for p in loss.critics.parameters()]
+        assert trainer._update(batch, 64) is not None
+        actor_moved = any(not torch.equal(a, b) for a, b in zip(loss.actor.parameters(), before))
+        assert any(not torch.equal(a, b) for a, b in zip(loss.critics.parameters(), critic))
+        moved.append((due, actor_moved))
+    parts.close()
     assert moved == [(False, False), (True, True)] * 3
