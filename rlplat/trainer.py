@@ -21,7 +21,7 @@ from torch import Tensor
 
 from rlplat import keys
 from rlplat.buffers.base import Buffer
-from rlplat.checkpoint import BEST, FINAL, CheckpointFiles, rng_state, set_rng_state
+from rlplat.checkpoint import BEST, FINAL, CheckpointError, CheckpointFiles, rng_state, set_rng_state
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from rlplat.collectors.base import Collector, Policy, act_function
 from rlplat.envs.base import Episode, VectorEnvLike
@@ -102,6 +102,34 @@ def loss_total(losses: TensorDict) -> Tensor:
     contract); summed from the first term rather than from 0, one operation less."""
     first, *rest = (cast(Tensor, v) for k, v in losses.items() if k.startswith(keys.LOSS_PREFIX))
     return sum(rest, first)
+
+
+def load_parts_state(parts: Parts, state: Mapping[str, Any]) -> None:
+    """Load a checkpoint's states (written by :meth:`Trainer.state_dict`) into freshly built
+    ``parts``: the loss's networks, the optimizers, the transforms, the collector and the
+    buffer. Loading the same state twice gives the same parts.
+
+    Raises:
+        CheckpointError: naming the part whose saved state does not fit the one built from the
+            checkpoint's config, as when another version of rlplat or of a plugin wrote it
+            (different networks, or optimizers grouped differently).
+    """
+    loaders: list[tuple[str, Any, Any]] = [
+        ("loss", parts.loss.load_state_dict, state["loss"]),
+        ("optimizers", parts.optimizers.load_state_dict, state["optimizers"]),
+        *(("transforms", t.load_state_dict, saved) for t, saved in zip(parts.transforms, state["transforms"])),
+        ("collector", parts.collector.load_state_dict, state["collector"]),
+        ("buffer", parts.buffer.load_state_dict, state["buffer"]),
+    ]
+    for name, load, saved in loaders:
+        try:
+            load(saved)
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as error:
+            reason = " ".join(str(error).split())[:300]
+            raise CheckpointError(
+                f"the state of its {name} does not fit the {name} built from its config ({type(error).__name__}: "
+                f"{reason}); was it written by another version of rlplat or of a plugin?"
+            ) from error
 
 
 def episode_statistics(prefix: str, episodes: Sequence[Episode]) -> dict[str, float]:
@@ -443,14 +471,12 @@ class Trainer:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a checkpoint written by :meth:`state_dict` of a trainer built from
         the same config: the run goes on exactly as it would have (envs in ``sync``
-        vectorization; with ``checkpoint.save_buffer`` for off-policy runs)."""
-        parts = self.parts
-        parts.loss.load_state_dict(state["loss"])
-        parts.optimizers.load_state_dict(state["optimizers"])
-        for transform, saved in zip(parts.transforms, state["transforms"]):
-            transform.load_state_dict(saved)
-        parts.collector.load_state_dict(state["collector"])
-        parts.buffer.load_state_dict(state["buffer"])
+        vectorization; with ``checkpoint.save_buffer`` for off-policy runs).
+
+        Raises:
+            CheckpointError: when a part's state does not fit (:func:`load_parts_state`).
+        """
+        load_parts_state(self.parts, state)
         self.progress = Progress(**state["trainer"])
         self._fit_start = time.perf_counter()
         set_rng_state(state["rng"])

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from rlplat.checkpoint import CHECKPOINT_DIR
+from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
@@ -93,6 +93,7 @@ def resume_run(target: str, tracking_uri: str) -> None:
     from rlplat.build import build
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training
+    from rlplat.trainer import load_parts_state
 
     located = locate("resume", target, tracking_uri, which="newest", warn=_warn)
     if located.run_dir is None:
@@ -100,6 +101,10 @@ def resume_run(target: str, tracking_uri: str) -> None:
     config = located.state["config"]
     built = build(OmegaConf.create(dict(config)))
     try:
+        try:  # before anything is recorded: a checkpoint that does not fit leaves its run as it was
+            load_parts_state(built.parts, located.state)
+        except CheckpointError as error:
+            raise CheckpointError(f"resume={target!r}: checkpoint {str(located.checkpoint)!r}: {error}") from error
         frames = int(located.state["frames"])
         print(
             f"rlplat-train: resuming {located.run_id or located.run_dir} from {located.checkpoint} "

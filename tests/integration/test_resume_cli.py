@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, TINY, cli
+import torch
+from conftest import BIN, TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
 from rlplat.tracking.store import store_lock
@@ -485,3 +486,26 @@ def test_ctrl_c_on_the_process_group_of_a_run_with_async_envs_stops_it_as_a_sync
     result = cli(*printed_resume(stderr), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     check_finished(store, 12288)
+
+
+def test_a_checkpoint_whose_optimizers_do_not_fit_is_refused_before_its_run_is_touched(tmp_path, store):
+    # as written by an rlplat whose TD3 stepped actor and critic with one Adam
+    result = cli("rlplat-train", "algo=td3", "env=pendulum", *TINY_OFF_POLICY, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for checkpoint in (run_dir(tmp_path) / "checkpoints").glob("*.pt"):
+        state = torch.load(checkpoint, weights_only=False)
+        actor, critic = state["optimizers"]["optimizers"]
+        offset = sum(len(group["params"]) for group in actor["param_groups"])
+        critic_groups = [{**group, "params": [i + offset for i in group["params"]]} for group in critic["param_groups"]]
+        state["optimizers"]["optimizers"] = [
+            {
+                "state": {**actor["state"], **{i + offset: value for i, value in critic["state"].items()}},
+                "param_groups": [*actor["param_groups"], *critic_groups],
+            }
+        ]
+        torch.save(state, checkpoint)
+    result = cli("rlplat-train", f"resume={run_dir(tmp_path)}", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the state of its optimizers does not fit the optimizers built from its config" in result.stderr
+    _, run = only_run(store)
+    assert run.info.status == "FINISHED"  # as it was: nothing recorded
