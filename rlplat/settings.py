@@ -22,6 +22,10 @@ DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
 TO_TARGET = "time/to_target_s"  # training seconds until an evaluation reached trainer.target_return
 TRAIN_SECONDS = "time/train_s"  # training seconds so far, logged at every log step
+DOWNTIME_SECONDS = "time/downtime_s"
+"""Seconds a resumed run was down, summed over its resumes: from the end of the process that
+stopped (the run's end time, else its last logged metric) to the start of the one that resumed
+it; logged at each resume, timestamped at that start. Wall times subtract it."""
 LOWER_IS_BETTER = frozenset({TO_TARGET})
 """Metrics that are better lower: reports rank them lowest first."""
 FINAL_METRICS = (

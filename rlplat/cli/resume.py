@@ -93,8 +93,10 @@ def resume_run(target: str, tracking_uri: str) -> None:
     from rlplat.build import build
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training
+    from rlplat.cli.train import job_start
     from rlplat.trainer import load_parts_state
 
+    started = job_start()
     located = locate("resume", target, tracking_uri, which="newest", warn=_warn)
     if located.run_dir is None:
         raise ConfigError(f"resume={target!r}: a checkpoint outside a run directory cannot be resumed")
@@ -132,6 +134,7 @@ def resume_run(target: str, tracking_uri: str) -> None:
             tags=tags,
             resume_run=run if tracking.enabled else None,
             state=located.state,
+            job_start=started,
             callbacks=callbacks,
         )
         run_training(built, spec)

@@ -46,7 +46,8 @@ class RunSpec:
         resume_run: The MLflow run to continue (resume), or None for a new run.
         state: The checkpoint to continue from (resume), or None.
         reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
-        job_start: ``time.time()`` when the job started, for ``time/startup_s``.
+        job_start: ``time.time()`` when the job started, for ``time/startup_s`` (a new run)
+            or ``time/downtime_s`` (a resumed one).
         callbacks: More trainer callbacks (e.g. periodic videos).
         tracker: The tracker to record the run with, started before the parts were built
             (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
@@ -323,8 +324,9 @@ class RunRecord:
 
 
 def _startup_seconds(spec: RunSpec) -> float | None:
-    """Seconds from the job's start to now (``time/startup_s``); None when unknown."""
-    return None if spec.job_start is None else time.time() - spec.job_start
+    """Seconds from the job's start to now (``time/startup_s``); None when unknown, or for a
+    resumed run (its first process logged it)."""
+    return None if spec.job_start is None or spec.resume_run is not None else time.time() - spec.job_start
 
 
 def _start_loggers(built: Build, spec: RunSpec, after_step: int | None, startup: float | None) -> list[Any]:
@@ -370,7 +372,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
 
         tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     if spec.resume_run is not None:
-        tracker.reopen(spec.resume_run)
+        tracker.reopen(spec.resume_run, resumed_at=spec.job_start)
         return tracker, tracker.last_step("time/fps")
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
     name = tracking.run_name or f"{tags['algo']}-{env_label(tags['env'], built.config['env'])}-s{tags['seed']}"

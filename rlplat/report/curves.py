@@ -18,9 +18,11 @@ class RunCurve:
         task: The stratum inside the group, e.g. ``env=cartpole``; "" when the group has one.
         seed: The run's seed (-1 when unknown).
         frames: int64 (n,): frames at which the metric was logged, increasing.
-        seconds: float64 (n,): wall seconds from the run's start to each value.
+        seconds: float64 (n,): wall seconds from the run's start to each value, less the time
+            a resumed run was down before it.
         values: float64 (n,): the metric's values.
-        wall_seconds: The run's whole wall time (end - start), seconds.
+        wall_seconds: The run's whole wall time (end - start, less the time a resumed run was
+            down), seconds.
     """
 
     run_id: str

@@ -10,12 +10,13 @@ stratified bootstrap), e.g. ``group_by=algo`` over runs on two envs.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from rlplat.registry import ConfigError, closest
 from rlplat.report.curves import RunCurve
+from rlplat.settings import DOWNTIME_SECONDS
 from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SOURCE_RUN_TAG, SWEEP_TAG
 
 IGNORED_PREFIXES = ("seed", "tracking.", "checkpoint.", "hydra.", "resume")
@@ -252,8 +254,19 @@ def metric_value(stored: float) -> float:
     return math.copysign(math.inf, stored) if abs(stored) >= sys.float_info.max else stored
 
 
+def downtime(client: Any, run: Any) -> Callable[[int], float]:
+    """The seconds ``run`` was down (stopped, then resumed: :data:`rlplat.settings.DOWNTIME_SECONDS`)
+    before a time, given in ms since the epoch; 0 for a run never resumed."""
+    if DOWNTIME_SECONDS not in run.data.metrics:
+        return lambda timestamp_ms: 0.0
+    resumes = sorted((m.timestamp, m.value) for m in client.get_metric_history(run.info.run_id, DOWNTIME_SECONDS))
+    times = [timestamp for timestamp, _ in resumes]
+    return lambda timestamp_ms: resumes[i - 1][1] if (i := bisect.bisect_right(times, timestamp_ms)) else 0.0
+
+
 def read_curves(client: Any, labelled: Iterable[tuple[Any, str, str]], metric: str) -> list[RunCurve]:
     """Each run's history of ``metric``: frames, wall seconds since the run started, values.
+    A resumed run's seconds leave out the time it was down (:func:`downtime`).
 
     Raises:
         ConfigError: when no run logged ``metric`` (naming the metrics they did log).
@@ -263,6 +276,7 @@ def read_curves(client: Any, labelled: Iterable[tuple[Any, str, str]], metric: s
         history = sorted(client.get_metric_history(run.info.run_id, metric), key=lambda m: (m.step, m.timestamp))
         start = run.info.start_time
         end = run.info.end_time or start
+        down = downtime(client, run)
         seed = run.data.tags.get("seed", run.data.params.get("seed", "-1"))
         curves.append(
             RunCurve(
@@ -271,9 +285,9 @@ def read_curves(client: Any, labelled: Iterable[tuple[Any, str, str]], metric: s
                 task=task,
                 seed=int(seed) if seed.lstrip("-").isdigit() else -1,
                 frames=np.array([m.step for m in history], dtype=np.int64),
-                seconds=np.array([(m.timestamp - start) / 1000 for m in history], dtype=np.float64),
+                seconds=np.array([(m.timestamp - start) / 1000 - down(m.timestamp) for m in history], dtype=np.float64),
                 values=np.array([metric_value(m.value) for m in history], dtype=np.float64),
-                wall_seconds=(end - start) / 1000,
+                wall_seconds=(end - start) / 1000 - down(end),
             )
         )
     if all(len(c.values) == 0 for c in curves):

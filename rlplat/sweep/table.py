@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlplat.report.runs import metric_value
-from rlplat.settings import LOWER_IS_BETTER
+from rlplat.settings import DOWNTIME_SECONDS, LOWER_IS_BETTER
 from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
 from rlplat.tags import RESTARTED_TAG
 
@@ -23,7 +23,7 @@ class JobRow:
     overrides: str  # the job's overrides as typed, space-separated
     status: str  # MLflow run status, or PRUNED for a run a pruner stopped
     objective: float  # the sorted-by metric's last value; nan when never logged
-    seconds: float  # wall time of the run
+    seconds: float  # wall time of the run, less the time it was down before a resume
     run_id: str
 
 
@@ -55,7 +55,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
                 overrides=tags.get(OVERRIDES_TAG, ""),
                 status=status,
                 objective=metric_value(float(run.data.metrics.get(objective, math.nan))),
-                seconds=((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000,
+                seconds=((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000
+                - run.data.metrics.get(DOWNTIME_SECONDS, 0.0),
                 run_id=run.info.run_id,
             )
         )

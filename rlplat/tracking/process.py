@@ -281,9 +281,9 @@ class TrackerProcess:
         except OSError:
             return True  # the child died: started() says so at once
 
-    def reopen(self, run_id: str) -> None:
+    def reopen(self, run_id: str, resumed_at: float | None = None) -> None:
         """Continue the run ``run_id`` (see :meth:`rlplat.tracking.Tracker.reopen`)."""
-        _, self.experiment_id = self._call("reopen", run_id)
+        _, self.experiment_id = self._call("reopen", run_id, resumed_at)
         self.run_id = run_id
 
     def last_step(self, key: str) -> int | None:

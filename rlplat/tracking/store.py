@@ -30,6 +30,7 @@ from mlflow.environment_variables import (
 from mlflow.exceptions import MlflowException
 
 from rlplat.registry import ConfigError
+from rlplat.settings import DOWNTIME_SECONDS, TRAIN_SECONDS
 from rlplat.tags import RUN_DIR_TAG
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -408,9 +409,12 @@ class Tracker:
         :meth:`rlplat.tracking.process.TrackerProcess.start_answered`)."""
         return True
 
-    def reopen(self, run_id: str) -> None:
+    def reopen(self, run_id: str, resumed_at: float | None = None) -> None:
         """Continue the existing run ``run_id`` (a resume): its status goes back to RUNNING;
         nothing is logged again. End it with :meth:`end` as a started run.
+
+        Given ``resumed_at`` (``time.time()`` when the resuming process started), the time the
+        run was down is added to :data:`rlplat.settings.DOWNTIME_SECONDS`.
 
         Raises:
             ConfigError: when the store has no such run, it was deleted, or the tracking
@@ -433,6 +437,23 @@ class Tracker:
         if self.run_dir is None and RUN_DIR_TAG in run.data.tags:
             self.run_dir = Path(run.data.tags[RUN_DIR_TAG])
         self._ended = False
+        if resumed_at is not None:
+            self._log_downtime(run, resumed_at)
+
+    def _log_downtime(self, run: Any, resumed_at: float) -> None:
+        """Log the run's downtime so far: its earlier total plus the time from the stopped
+        process's end (the run's end time; without one, as after a power cut, its last logged
+        metric) to ``resumed_at``; at the run's last logged step, timestamped ``resumed_at``."""
+        try:
+            with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+                history = self.client.get_metric_history(run.info.run_id, TRAIN_SECONDS)
+        except MlflowException as error:
+            raise self._refused(error) from error
+        ended = max([run.info.end_time or 0, run.info.start_time, *(m.timestamp for m in history)])
+        down = max(0.0, resumed_at - ended / 1000)
+        total = run.data.metrics.get(DOWNTIME_SECONDS, 0.0) + down
+        step = max((m.step for m in history), default=0)
+        self.log_metrics({DOWNTIME_SECONDS: total}, step, timestamp_ms=int(resumed_at * 1000))
 
     def last_step(self, key: str) -> int | None:
         """The largest step (frames) logged for metric ``key`` in the run; None when none was.

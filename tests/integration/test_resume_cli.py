@@ -20,6 +20,7 @@ import torch
 from conftest import BIN, TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
+from rlplat.report.runs import read_curves
 from rlplat.tracking.store import store_lock
 
 PPO = [
@@ -208,9 +209,16 @@ def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, 
     # the command as printed, run as printed: the run id, and this store (not the default one)
     command = printed_resume(stderr)
     assert command == ["rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}"]
+    time.sleep(3)  # down for 3 s: left out of its wall time
     result = cli(*command, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     check_finished(store, 12288)
+    _, run = only_run(store)
+    [down] = client.get_metric_history(run.info.run_id, "time/downtime_s")
+    assert 3 <= down.value < 30 and down.timestamp > run.info.start_time
+    [curve] = read_curves(client, [(run, "ppo", "")], "eval/return_mean")
+    assert curve.wall_seconds == pytest.approx((run.info.end_time - run.info.start_time) / 1000 - down.value)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "time/startup_s")] == [0]  # not again
 
 
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, store):

@@ -149,3 +149,17 @@ def test_seconds_to_a_target_rank_lowest_first_with_the_improvement_the_other_wa
     report = compare([*slow, *fast], "time/to_target_s", threshold=2.5)
     assert {g.group: g.reached for g in report.groups} == {"preset=fast": 2, "preset=slow": 0}
     assert "reached ≤ 2.5" in report_markdown(report)
+
+
+def test_seconds_and_wall_time_leave_out_the_time_a_resumed_run_was_down(store):
+    # metrics at 1, 2 s; down 10 s; metric at 14 s; down 5 s more (15 in all); metric at 22 s; end at 23 s
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.create_experiment("resumed")
+    run_id = client.create_run(experiment, tags={"algo": "ppo", "seed": "0"}, start_time=1_000_000).info.run_id
+    values = [(1, 100), (2, 200), (14, 300), (22, 400)]
+    metrics = [Metric("eval/return_mean", 1.0, 1_000_000 + 1000 * s, step) for s, step in values]
+    metrics += [Metric("time/downtime_s", 10.0, 1_012_000, 200), Metric("time/downtime_s", 15.0, 1_020_000, 300)]
+    client.log_batch(run_id, metrics=metrics)
+    client.set_terminated(run_id, status="FINISHED", end_time=1_023_000)
+    [curve] = read_curves(client, [(client.get_run(run_id), "ppo", "")], "eval/return_mean")
+    assert list(curve.seconds) == [1.0, 2.0, 4.0, 7.0] and curve.wall_seconds == 8.0
