@@ -26,6 +26,7 @@ from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.locate import SWEEP_FILE, read_run_file, write_run_file
 from rlplat.command_line import start_up_done
+from rlplat.sweep.runs import sweep_stopped_by
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG, SIGNAL_TAG
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
     from rlplat.trainer import Interrupted, NonFiniteError, StopRequest, Trainer
 
     stop = StopRequest()
+    stop.signal = sweep_stopped_by()  # a parallel launcher's job that a signal reached as it started stops at once
     try:
         with (
             long_lived_objects_frozen(),

@@ -9,6 +9,7 @@ compose (Hydra, :mod:`rlplat.hydra_ext`) -> build (:func:`rlplat.build.build`, e
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
@@ -32,6 +33,13 @@ from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config
 from rlplat.registry import ConfigError, PluginError
+from rlplat.sweep.runs import (
+    runs_in_local_workers,
+    stop_sweep,
+    sweep_directory,
+    sweep_stopped_by,
+    wait_for_the_jobs_on_signals,
+)
 from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
 
 
@@ -177,6 +185,14 @@ def task(cfg: DictConfig) -> float:
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
     started = job_start()
+    local_worker = multirun and runs_in_local_workers(hydra_cfg)
+    if local_worker:
+        wait_for_the_jobs_on_signals()  # a signal between this worker's jobs: it starts no more
+    if local_worker and (stopped := sweep_stopped_by()) is not None:
+        sweep_dir = sweep_directory(hydra_cfg)
+        print(f"rlplat-train: job {hydra_cfg.job.num} not started: {stopped} stopped the sweep "
+              f"(rlplat-train resume={shlex.quote(sweep_dir)} starts it)", file=sys.stderr)  # fmt: skip
+        return math.nan
     try:
         check_config(cfg, list(hydra_cfg.overrides.task))
         return train(cfg, output_dir, command, started)
@@ -185,6 +201,15 @@ def task(cfg: DictConfig) -> float:
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         fail(error)
+    except (SystemExit, KeyboardInterrupt) as error:
+        # a signal stopped the job (its run ended KILLED), or came before its run began: in a
+        # parallel worker the job returns, since joblib would kill the other workers on an
+        # exception before their jobs have checkpointed; the main process exits once all returned
+        code = error.code if isinstance(error, SystemExit) else 130
+        if not local_worker or code not in (130, 143):
+            raise
+        stop_sweep("SIGINT" if code == 130 else "SIGTERM")
+        return math.nan
 
 
 def remove_run_dir(output_dir: Path, multirun: bool) -> None:

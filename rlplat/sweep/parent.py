@@ -47,10 +47,14 @@ from rlplat.sweep.runs import (
     ParentRun,
     active_parent,
     child_tags,
+    exit_status,
     log_to_active_parent,
+    runs_in_local_workers,
     set_active_parent,
     started_job_tags,
     sweep_directory,
+    sweep_stopped_by,
+    wait_for_the_jobs_on_signals,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
 from rlplat.tags import DESCRIPTION_TAG, SIGNAL_TAG
@@ -75,7 +79,8 @@ MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"
 def _end_if_abandoned() -> None:
     """At exit of a sweep that stopped before its end: end its parent run KILLED, with the
     ``rlplat.signal`` tag of its children, when a signal stopped its jobs (a child carries
-    that tag and none FAILED); else FAILED (an error)."""
+    that tag and none FAILED, or the signal reached this process, :func:`sweep_stopped_by`);
+    else FAILED (an error)."""
     parent = active_parent()
     if parent is not None:
         from mlflow import MlflowClient
@@ -83,6 +88,8 @@ def _end_if_abandoned() -> None:
         client = MlflowClient(tracking_uri=parent.uri)
         children = client.search_runs([parent.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
         signals = sorted({c.data.tags[SIGNAL_TAG] for c in children if SIGNAL_TAG in c.data.tags})
+        if not signals and (stopped := sweep_stopped_by()) is not None:  # no job had begun its run
+            signals = [stopped]
         if signals and not any(c.info.status == "FAILED" for c in children):
             client.set_tag(parent.run_id, SIGNAL_TAG, signals[0])
             client.set_terminated(parent.run_id, status="KILLED")
@@ -164,9 +171,15 @@ class MlflowSweep(Callback):
         if self.parent is not None:
             set_active_parent(self.parent)
             atexit.register(_end_if_abandoned)
+        if runs_in_local_workers(config.hydra):
+            wait_for_the_jobs_on_signals(main_process=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Print the job table, log it and the best job on the parent run, end the parent FINISHED."""
+        """Print the job table, log it and the best job on the parent run, end the parent
+        FINISHED; or, when a signal stopped the jobs of local workers, exit 130 or 143 (the
+        parent ends KILLED at exit, as when a signal stops the basic launcher's job)."""
+        if (stopped := sweep_stopped_by()) is not None:
+            raise SystemExit(exit_status(stopped))
         if self.parent is None:
             return
         from mlflow import MlflowClient

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from hydra.conf import HydraConf
@@ -33,6 +36,12 @@ __all__ = [
     "started_job_tags",
     "log_to_active_parent",
     "set_active_parent",
+    "stop_sweep",
+    "sweep_stopped_by",
+    "runs_in_local_workers",
+    "wait_for_the_jobs_on_signals",
+    "exit_status",
+    "JOBLIB_LAUNCHER",
     "OPTUNA_JOURNAL",
     "OPTUNA_RESULTS",
 ]
@@ -67,6 +76,82 @@ def set_active_parent(parent: ParentRun | None) -> None:
     """Make ``parent`` this process's active parent run (None: no sweep is being recorded)."""
     global _active_parent
     _active_parent = parent
+
+
+_stopped_by: str | None = None
+
+
+def sweep_stopped_by() -> str | None:
+    """The signal (``"SIGINT"``, ``"SIGTERM"``) that stopped this process's part of a sweep
+    whose jobs run in local worker processes (:func:`stop_sweep`); None while it goes on."""
+    return _stopped_by
+
+
+def stop_sweep(signal_name: str | None) -> None:
+    """Record that ``signal_name`` stopped the sweep in this process (None: clear it).
+
+    In a worker of the parallel launcher, set when a job stopped on a signal: the worker's
+    later jobs of the sweep are left for ``resume=<sweep dir>`` to start. In the main process,
+    set by the first signal: the sweep then stops once its workers have checkpointed their jobs.
+    """
+    global _stopped_by
+    _stopped_by = signal_name
+
+
+_signals_after_the_first: list[str] = []
+_in_main_process = False  # the sweep's main process (which says what it does), not a worker
+
+
+def _stop_after_the_jobs(signum: int, frame: FrameType | None) -> None:
+    """SIGINT's and SIGTERM's handler (:func:`wait_for_the_jobs_on_signals`)."""
+    name = signal.Signals(signum).name
+    if _stopped_by is None:
+        stop_sweep(name)
+        if _in_main_process:
+            print(f"\nrlplat-train: {name}: the sweep starts no more jobs and stops when its running jobs have",
+                  file=sys.stderr)  # fmt: skip
+        return
+    _signals_after_the_first.append(name)
+    if len(_signals_after_the_first) == 1:
+        print(f"\nrlplat-train: {name}: waiting for the jobs to end their runs (again to kill them)", file=sys.stderr)
+    else:
+        raise SystemExit(exit_status(name))
+
+
+def wait_for_the_jobs_on_signals(main_process: bool = False) -> None:
+    """Handle SIGINT and SIGTERM in the main process and the workers of the parallel launcher,
+    outside a job's training (which handles them itself: :func:`rlplat.cli.run.signals_handled`).
+
+    A signal from the terminal reaches every process of the sweep (one process group): the
+    jobs in training stop after their rollout with a checkpoint, or at once on a second
+    signal, and end their runs KILLED. Elsewhere the signal is only recorded
+    (:func:`stop_sweep`): the main process waits for the workers to return (raising there
+    would make joblib kill them with their runs still RUNNING), a worker starts no further job.
+    A third signal gives up waiting: exit 130 or 143 at once.
+
+    Args:
+        main_process: This is the sweep's main process (it prints what the first signal does).
+    """
+    global _in_main_process
+    _in_main_process = _in_main_process or main_process
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop_after_the_jobs)
+
+
+JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+"""``_target_`` of ``hydra/launcher=parallel`` (conf/hydra/launcher/parallel.yaml)."""
+
+
+def runs_in_local_workers(hydra_cfg: Any) -> bool:
+    """Whether the sweep's jobs run in worker processes of this machine (the parallel
+    launcher, joblib's loky workers), which a Ctrl-C in the terminal reaches as it reaches
+    the main process."""
+    return bool(hydra_cfg.launcher.get("_target_") == JOBLIB_LAUNCHER)
+
+
+def exit_status(signal_name: str) -> int:
+    """The exit status of a process stopped by ``signal_name``: 128 + its number (130, 143)."""
+    return 128 + signal.Signals[signal_name].value
 
 
 def sweep_directory(hydra_cfg: Any) -> str:

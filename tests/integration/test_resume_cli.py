@@ -373,6 +373,42 @@ def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_nev
         assert json.loads((sweep / str(number) / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
 
 
+def test_ctrl_c_on_a_parallel_sweep_stops_every_running_job_with_a_checkpoint_and_starts_no_more(tmp_path, store):
+    """hydra/launcher=parallel, 2 workers, 4 jobs: Ctrl-C (SIGINT to the process group, as a
+    terminal sends it) while jobs 0 and 1 train. Both end KILLED after a checkpoint (joblib
+    must not kill a worker whose job is still stopping), jobs 2 and 3 do not start; the
+    sweep's resume finishes all four."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/launcher=parallel", *PPO, "trainer.total_frames=40960", "seed=0,1,2,3"]
+    process = start([*args, f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"], tmp_path, new_session=True)
+    for job in ("0", "1"):
+        wait_for(sweep / job, "step_*.pt", process)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    jobs = sorted((r for r in runs if r is not parent), key=lambda r: r.data.tags["rlplat.job"])
+    assert parent.info.status == "KILLED" and parent.data.tags["rlplat.signal"] == "SIGINT"
+    assert [(r.data.tags["rlplat.job"], r.info.status, r.data.tags.get("rlplat.signal")) for r in jobs] == [
+        ("0", "KILLED", "SIGINT"),
+        ("1", "KILLED", "SIGINT"),
+    ]
+    for job in ("2", "3"):
+        assert f"job {job} not started: SIGINT stopped the sweep" in stderr
+        assert not list((sweep / job).rglob("*.pt"))
+    printed = {line for line in stderr.splitlines() if line.startswith("Resume with: ")}  # a line per stopped job
+    assert printed == {f"Resume with: rlplat-train resume={sweep}"}
+    result = cli("rlplat-train", f"resume={sweep}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert sorted((r.data.tags.get("rlplat.job"), r.info.status) for r in runs if r.info.run_id != parent.info.run_id) == [
+        (job, "FINISHED") for job in "0123"
+    ]
+
+
 def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once_in_the_job_table(tmp_path, store):
     """Job 1's run exists in the store but neither its record (``rlplat_run.json``) nor a
     checkpoint does, as when its process was killed right after its run was created: the
