@@ -404,9 +404,8 @@ def test_ctrl_c_on_a_parallel_sweep_stops_every_running_job_with_a_checkpoint_an
     result = cli("rlplat-train", f"resume={sweep}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
-    assert sorted((r.data.tags.get("rlplat.job"), r.info.status) for r in runs if r.info.run_id != parent.info.run_id) == [
-        (job, "FINISHED") for job in "0123"
-    ]
+    jobs = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert sorted((r.data.tags.get("rlplat.job"), r.info.status) for r in jobs) == [(job, "FINISHED") for job in "0123"]
 
 
 def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once_in_the_job_table(tmp_path, store):
