@@ -49,6 +49,7 @@ class RunSpec:
         reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
         job_start: ``time.time()`` when the job started, for ``time/startup_s`` (a new run)
             or ``time/downtime_s`` (a resumed one).
+        run_start: ``time.time()`` the new MLflow run starts at, when not ``job_start``.
         callbacks: More trainer callbacks (e.g. periodic videos).
         tracker: The tracker to record the run with, started before the parts were built
             (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
@@ -63,6 +64,7 @@ class RunSpec:
     state: dict[str, Any] | None = None
     reporter: Any = None
     job_start: float | None = None
+    run_start: float | None = None
     callbacks: list[Any] = field(default_factory=list)
     tracker: Any = None
 
@@ -381,7 +383,8 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
     # created while training starts (see RunRecord), and started when the job did: before the
     # metrics logged meanwhile, so that seconds from the run's start count the whole command
-    tracker.begin(name, flatten(built.config), tags, start_time=spec.job_start)
+    start = spec.run_start if spec.run_start is not None else spec.job_start
+    tracker.begin(name, flatten(built.config), tags, start_time=start)
     resolved = spec.output_dir / "config.yaml"
     OmegaConf.save(OmegaConf.create(dict(built.config)), resolved)
     tracker.log_artifact(resolved)

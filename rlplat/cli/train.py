@@ -43,7 +43,7 @@ from rlplat.sweep.runs import (
 from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
 
 
-def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> float:
+def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float, run_start: float | None = None) -> float:
     """Build the parts, record the run in MLflow, fit; returns ``trainer.objective``.
 
     Every config error is raised by the build, before an MLflow run exists. Once it exists,
@@ -57,6 +57,9 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
         command: The ``rlplat-train`` command that reruns this job alone.
         job_start: ``time.time()`` when the job started (its process's start for the first
             job of a process): ``time/startup_s`` is measured from it to the first env step.
+        run_start: ``time.time()`` at which the MLflow run starts, when not ``job_start``: in a
+            sweep, the job's own start, so that the first job's wall time does not count the
+            sweep's start-up and compares with the others'.
 
     Raises:
         ConfigError, PluginError: for invalid config or a broken plugin.
@@ -82,6 +85,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float) -> 
                 tags=tags,
                 reporter=reporter,
                 job_start=job_start,
+                run_start=run_start,
                 callbacks=video_callbacks(built, output_dir),
                 tracker=tracker,
             )
@@ -195,7 +199,7 @@ def task(cfg: DictConfig) -> float:
         return math.nan
     try:
         check_config(cfg, list(hydra_cfg.overrides.task))
-        return train(cfg, output_dir, command, started)
+        return train(cfg, output_dir, command, started, run_start=time.time() if multirun else None)
     except (ConfigError, PluginError) as error:
         remove_run_dir(output_dir, multirun)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:

@@ -74,6 +74,9 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
         assert tags["command"] == shlex.join(["rlplat-train", *tags[OVERRIDES_TAG].split()])  # reruns this job
         assert "trainer.total_frames=256" in tags[OVERRIDES_TAG] and "++" not in tags[OVERRIDES_TAG]
         assert child.data.metrics["time/startup_s"] >= 0
+        # each job's run starts with the job, the first's too (not with the sweep's process),
+        # so that wall times compare: the sweep's start-up is not the first group's
+        assert child.info.start_time >= parent.info.start_time
     assert sorted(int(c.data.tags[JOB_TAG]) for c in children) == list(range(6))
     assert parent.data.params["sweep.overrides"].startswith("algo=ppo,a2c env=cartpole seed=0,1,2")
 
