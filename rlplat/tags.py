@@ -18,3 +18,5 @@ TRIAL_TAG = "optuna.trial"  # on an Optuna sweep's child: its trial's number in 
 SEED_INDEX_TAG = "optuna.seed_index"  # on such a child when trials run on several seeds: 0 .. seeds_per_trial - 1
 MLFLOW_SOURCE_NAME = "mlflow.source.name"  # MLflow's system tag: the command that ran (the UI's "Source")
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's system tag: the git commit of the source
+
+DIRECTION_PARAM = "sweep.direction"  # param of a sweep's parent whose sweeper is directed: "maximize" or "minimize"

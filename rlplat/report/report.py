@@ -32,7 +32,7 @@ from rlplat.registry import ConfigError
 from rlplat.report.curves import RunCurve
 from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
 from rlplat.settings import LOWER_IS_BETTER
-from rlplat.tags import DESCRIPTION_TAG
+from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM
 
 ARTIFACT_DIR = "report"  # artifact folder of the report on the parent run, and folder in the sweep dir
 MAX_ALL_PAIRS = 6  # up to this many groups, every pair is compared; beyond, the best against each other
@@ -171,6 +171,7 @@ def compare(
     resamples: int = 2000,
     seed: int = 0,
     left_out: Mapping[str, int] | None = None,
+    lower_is_better: bool | None = None,
 ) -> Report:
     """Compare the groups of ``curves`` (see the module doc).
 
@@ -183,17 +184,18 @@ def compare(
         resamples: Bootstrap resamples per interval.
         seed: Seed of the bootstrap's generator: the same runs give the same report.
         left_out: Runs not compared, by reason, to mention in the report.
+        lower_is_better: The metric is better lower (an Optuna sweep that minimizes it); None:
+            for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` only.
 
     Returns:
-        The report, groups sorted by IQM, best first (highest, or lowest for a metric of
-        :data:`rlplat.settings.LOWER_IS_BETTER`).
+        The report, groups sorted by IQM, best first (highest, or lowest when lower is better).
 
     Raises:
         ValueError: when ``curves`` is empty.
     """
     if not curves:
         raise ValueError("no runs to compare")
-    lower = metric in LOWER_IS_BETTER
+    lower = metric in LOWER_IS_BETTER if lower_is_better is None else lower_is_better
     short, shared = _short_labels(sorted({c.group for c in curves}))
     curves = [dataclasses.replace(c, group=short[c.group]) for c in curves]
     options: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
@@ -241,7 +243,7 @@ def _columns(report: Report) -> list[str]:
     level = f"{report.confidence:.0%} CI"
     columns = ["group", "seeds", f"mean [{level}]", f"median [{level}]", f"IQM [{level}]", "frames", "wall (s)"]
     if report.threshold is not None:
-        reached = "≤" if report.metric in LOWER_IS_BETTER else "≥"
+        reached = "≤" if report.lower_is_better else "≥"
         columns += [f"reached {reached} {report.threshold:g}", "frames to it", "seconds to it"]
     return columns
 
@@ -407,6 +409,7 @@ def report_runs(
     threshold: float | None = None,
     confidence: float = 0.95,
     console: Any = None,
+    lower_is_better: bool | None = None,
 ) -> Written:
     """Read the runs ``targets`` name from the store at ``uri``, compare their groups, print
     the report, write it, and log it on the sweep's parent run when the one target is one.
@@ -422,6 +425,9 @@ def report_runs(
         threshold: Score counted as reached, if any.
         confidence: Level of the intervals.
         console: A rich console to print on (a new one on stdout when None).
+        lower_is_better: The metric is better lower; None: as the sweep that the one target
+            is the parent of was directed (its ``sweep.direction`` param, an Optuna sweep's),
+            else for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` only.
 
     Raises:
         ConfigError: for targets that name nothing, a ``group_by`` key or metric no run has.
@@ -443,8 +449,13 @@ def report_runs(
         left_out[f"with an infinite {metric}"] = len(curves) - len(finite)
     if not finite:
         raise ConfigError(f"metric={metric}: every run's last value is infinite: no score to compare")
-    report = compare(finite, metric, threshold=threshold, confidence=confidence, left_out=left_out)
     parent = client.get_run(selection.parent_run_id) if selection.parent_run_id else None
+    direction = parent.data.params.get(DIRECTION_PARAM) if parent is not None else None
+    if lower_is_better is None and direction is not None:
+        lower_is_better = direction == "minimize"
+    report = compare(
+        finite, metric, threshold=threshold, confidence=confidence, left_out=left_out, lower_is_better=lower_is_better
+    )
     if out is None:
         sweep_dir = Path(parent.data.tags.get(SWEEP_TAG, "")) if parent is not None else None
         if sweep_dir is not None and sweep_dir.is_dir():

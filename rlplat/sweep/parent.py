@@ -57,7 +57,7 @@ from rlplat.sweep.runs import (
     wait_for_the_jobs_on_signals,
 )
 from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
-from rlplat.tags import DESCRIPTION_TAG, SIGNAL_TAG
+from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM, SIGNAL_TAG
 
 __all__ = [
     "JOB_TAG",
@@ -117,12 +117,21 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     }
     overrides = " ".join(map(unroute, hydra_cfg.overrides.task))
     params = {"sweep.overrides": overrides, "sweep.dir": sweep_dir}
+    if (direction := sweep_direction(config)) is not None:  # an Optuna sweep's: reports rank as it did
+        params[DIRECTION_PARAM] = direction
     shown = " ".join(o for o in overrides.split() if not o.startswith(("tracking.", "hydra.", "hydra/")))
     name = tracking.run_name or f"sweep {shown or sweep_dir.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_NAME]
     tags[DESCRIPTION_TAG] = f"Sweep `{tags['command']}` in `{sweep_dir}`: its report replaces this line when it ends."
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     run_id = tracker.start(name, params, tags)
     return ParentRun(tracking.uri, tracker.experiment_id, run_id)
+
+
+def sweep_direction(config: DictConfig) -> str | None:
+    """``hydra.sweeper.direction`` ("maximize" or "minimize") of a sweeper that has one (the
+    Optuna sweeper's); None for Hydra's basic sweeper."""
+    direction = config.hydra.sweeper.get("direction")
+    return None if direction is None else str(direction)
 
 
 SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
@@ -185,7 +194,8 @@ class MlflowSweep(Callback):
         from mlflow import MlflowClient
 
         client = MlflowClient(tracking_uri=self.parent.uri)
-        rows = job_rows(client, self.parent, self.objective)
+        direction = sweep_direction(config)
+        rows = job_rows(client, self.parent, self.objective, None if direction is None else direction == "minimize")
         print_job_table(rows, self.objective, str(config.hydra.sweep.dir))
         client.log_text(self.parent.run_id, jobs_csv(rows, self.objective), "jobs.csv")
         self._report(Path(str(config.hydra.sweep.dir)))

@@ -27,14 +27,15 @@ class JobRow:
     run_id: str
 
 
-def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
+def job_rows(client: Any, parent: ParentRun, objective: str, lower_is_better: bool | None = None) -> list[JobRow]:
     """The parent's child runs, best ``objective`` first; failed, pruned and unfinished last.
 
     Args:
         client: An ``mlflow.MlflowClient`` on the parent's store.
         parent: The sweep's parent run.
-        objective: Metric the jobs are sorted by: descending, but ascending for a metric of
-            :data:`rlplat.settings.LOWER_IS_BETTER` (seconds to a target).
+        objective: Metric the jobs are sorted by: descending, but ascending when lower is better.
+        lower_is_better: The objective is better lower (an Optuna sweep that minimizes it);
+            None: for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` (seconds to a target).
 
     Returns:
         One row per child run (but those whose job was started again, tag ``rlplat.restarted``);
@@ -61,9 +62,11 @@ def job_rows(client: Any, parent: ParentRun, objective: str) -> list[JobRow]:
             )
         )
 
+    lower = objective in LOWER_IS_BETTER if lower_is_better is None else lower_is_better
+
     def rank(row: JobRow) -> tuple[int, float, int]:
         usable = row.status == "FINISHED" and not math.isnan(row.objective)
-        sign = 1.0 if objective in LOWER_IS_BETTER else -1.0
+        sign = 1.0 if lower else -1.0
         return (0 if usable else 1, sign * row.objective if usable else 0.0, row.job)
 
     return sorted(rows, key=rank)

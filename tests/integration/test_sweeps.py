@@ -206,6 +206,22 @@ def test_an_optuna_search_space_given_on_the_command_line_alone_is_searched(tmp_
     assert len(rates) == 2 and all(1e-4 <= r <= 3e-3 for r in rates)
 
 
+def test_an_optuna_sweep_that_minimizes_ranks_its_jobs_and_groups_lowest_first(tmp_path, store):
+    args = ["algo=ppo", "env=pendulum", "hydra/sweeper=rlplat_optuna", "optim.lr=tag(log, interval(1e-4, 3e-3))"]
+    args += ["hydra.sweeper.n_trials=3", "hydra.sweeper.direction=minimize", "hydra.sweeper.sampler.seed=0"]
+    args += ["trainer.total_frames=1024", "trainer.eval_episodes=2", "collector.steps_per_env=128"]
+    result = cli("rlplat-train", "-m", *args, f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    _, parent, children = sweep_runs(store)
+    values = {c.info.run_id: c.data.metrics["eval/return_mean"] for c in children}
+    shown = table_values(result.stdout)
+    assert len(shown) == 3 and shown == sorted(shown) and shown[0] == pytest.approx(min(values.values()), abs=0.01)
+    assert values[parent.data.tags["rlplat.best_run_id"]] == min(values.values())
+    assert parent.data.metrics["best/eval/return_mean"] == min(values.values())
+    assert parent.data.params["sweep.direction"] == "minimize"
+    assert "lower is better" in result.stdout and "P(A < B)" in result.stdout
+
+
 def test_parallel_launcher_records_every_job_in_one_sqlite_store(tmp_path, store):
     result = cli(
         "rlplat-train",
