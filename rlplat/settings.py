@@ -8,6 +8,7 @@ only, with each key's meaning and unit; frames are env steps summed over all env
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -202,6 +203,14 @@ def check_tracking_uri(uri: str) -> None:
     """Raise ConfigError for a ``tracking.uri`` no MLflow store answers to, before anything
     is trained (MLflow itself would refuse it only when the run is created)."""
     scheme = _scheme(uri)
+    if scheme == "sqlite" and uri.startswith("sqlite:///"):
+        database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+        with contextlib.suppress(OSError):  # a path that cannot be opened is reported where it is written
+            if database.is_file() and database.stat().st_size and not _is_sqlite(database):
+                raise ConfigError(
+                    f"tracking.uri={uri!r}: {str(database)!r} is a file but not an SQLite database; "
+                    "give an MLflow store's database or a new file"
+                )
     if scheme in TRACKING_SCHEMES:
         return
     if scheme in ("", "file"):
@@ -219,6 +228,12 @@ def check_tracking_uri(uri: str) -> None:
         f"tracking.uri={uri!r}: no MLflow store has the scheme {scheme!r}; valid: "
         f"{', '.join(s + '://' for s in TRACKING_SCHEMES[:6])}, databricks, or a plugin's"
     )
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether the file at ``path`` starts with SQLite's header."""
+    with path.open("rb") as file:
+        return file.read(16) == b"SQLite format 3\x00"
 
 
 def absolute_sqlite_uri(uri: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rlplat.registry import ConfigError, closest
 from rlplat.report.curves import RunCurve
-from rlplat.settings import DOWNTIME_SECONDS
+from rlplat.settings import DOWNTIME_SECONDS, check_tracking_uri
 from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SOURCE_RUN_TAG, SWEEP_TAG
 
 IGNORED_PREFIXES = ("seed", "tracking.", "checkpoint.", "hydra.", "resume")
@@ -54,16 +54,18 @@ def client_for(uri: str) -> Any:
     """An ``MlflowClient`` on ``uri`` that never creates a store.
 
     Raises:
-        ConfigError: for an sqlite store whose file does not exist.
+        ConfigError: for an sqlite store whose file does not exist, is empty or is no
+            database, or a URI no store answers to.
     """
     from pathlib import Path
 
     from mlflow import MlflowClient
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
+    check_tracking_uri(uri)
     if uri.startswith("sqlite:///"):
         database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
-        if not database.is_file():
+        if not database.is_file() or database.stat().st_size == 0:  # MLflow would make an empty file a store
             raise ConfigError(f"tracking.uri={uri!r}: no MLflow store there (give the store the runs were recorded in)")
     return MlflowClient(tracking_uri=uri)
 

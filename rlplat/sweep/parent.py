@@ -172,11 +172,11 @@ class MlflowSweep(Callback):
         try:
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
             check_launcher(config)
+            self.parent = _start_parent(config)  # a store that cannot be used: one message (Hydra only warns)
         except ConfigError as error:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
             sys.exit(2)
         self.objective = str(config.trainer.objective)
-        self.parent = _start_parent(config)
         if self.parent is not None:
             set_active_parent(self.parent)
             atexit.register(_end_if_abandoned)

@@ -338,8 +338,18 @@ class Tracker:
         raise AssertionError("not reached")
 
     def _experiment(self, name: str, artifact_location: str | None) -> str:
-        """The experiment's id, created (tagged as a model-training experiment) when missing."""
+        """The experiment's id, created (tagged as a model-training experiment) when missing.
+
+        Raises:
+            ConfigError: for an experiment of that name that was deleted (MLflow keeps its
+                name taken until it is restored or purged).
+        """
         found = self.client.get_experiment_by_name(name)
+        if found is not None and found.lifecycle_stage == LifecycleStage.DELETED:
+            raise ConfigError(
+                f"tracking.experiment={name!r} was deleted from tracking.uri={self.uri!r}: restore it "
+                f"(mlflow experiments restore --experiment-id {found.experiment_id}) or give another name"
+            )
         if found is not None:
             return found.experiment_id
         location = Path(artifact_location).resolve().as_uri() if artifact_location else None

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, install_distribution
+from conftest import TINY, cli, install_distribution
+from mlflow import MlflowClient
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 TABLE_START, TABLE_END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
@@ -42,6 +43,7 @@ NEEDLES = {
     "tracking.uri=sqlite:///notes.txt/mlflow.db": ["tracking.uri='sqlite:///notes.txt/mlflow.db'", "not writable"],
     "tracking.uri=nonsense://x": ["tracking.uri='nonsense://x'", "no MLflow store has the scheme 'nonsense'"],
     "tracking.uri=file:///tmp/mlruns": ["tracking.uri='file:///tmp/mlruns'", "MLflow 3 refuses file stores", "sqlite"],
+    "tracking.uri=sqlite:///notes.txt": ["tracking.uri='sqlite:///notes.txt'", "not an SQLite database"],
     "trainer.total_frames=[1": ["trainer.total_frames=[1", "not a valid override", "key=value"],
     "foo=bar": ["'foo'", "+foo=bar"],
     "algo=ppoo": ["algo='ppoo'", "Did you mean 'ppo'?"],
@@ -123,3 +125,24 @@ def test_full_error_keeps_the_traceback_of_hydras_errors_and_rlplats(tmp_path, s
     for args in (["foo=bar"], ["trainer.total_frames=abc"], ["trainer.total_frames=[1"]):
         result, _ = run_bad(args, tmp_path, store, env={"HYDRA_FULL_ERROR": "1"})
         assert result.returncode != 0 and "Traceback" in result.stderr, args
+
+
+def test_a_sweep_on_a_store_that_cannot_be_used_is_one_line_before_any_job(tmp_path, store):
+    # the sweep's parent run is created by a Hydra callback, whose errors Hydra only warns about
+    result, elapsed = run_bad(["-m", "seed=0,1", "tracking.uri=sqlite:///notes.txt"], tmp_path, store)
+    line = assert_reported(result, elapsed, tmp_path, store, timed=False)
+    assert "'notes.txt' is a file but not an SQLite database" in line
+
+
+def test_a_deleted_experiment_is_one_line_naming_how_to_restore_it(tmp_path, store):
+    result = cli("rlplat-train", *TINY, "tracking.experiment=gone", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("gone").experiment_id
+    client.delete_experiment(experiment)
+    for sweep in ([], ["-m", "seed=0,1"]):
+        result = cli("rlplat-train", *sweep, *TINY, "tracking.experiment=gone", f"tracking.uri={store}", cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"tracking.experiment='gone' was deleted from tracking.uri='{store}': restore it" in result.stderr
+        assert f"mlflow experiments restore --experiment-id {experiment}" in result.stderr
+    assert len(list((tmp_path / "outputs").rglob("rlplat_run.json"))) == 1  # the first run's alone
