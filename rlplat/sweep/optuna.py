@@ -66,8 +66,15 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlplat.hydra_ext.overrides import env_set_override, route
-from rlplat.registry import ConfigError, closest
-from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, exit_status, log_to_active_parent, sweep_stopped_by
+from rlplat.registry import ConfigError, PluginError, closest
+from rlplat.sweep.runs import (
+    OPTUNA_JOURNAL,
+    OPTUNA_RESULTS,
+    count_jobs_without_run,
+    exit_status,
+    log_to_active_parent,
+    sweep_stopped_by,
+)
 
 log = logging.getLogger(__name__)
 
@@ -378,8 +385,8 @@ class OptunaSearch:
             The results written to ``<sweep dir>/optimization_results.yaml``.
 
         Raises:
-            SystemExit: (2) for a bad sweeper config, after one ``rlplat-train: error:`` line.
-            RuntimeError: when no trial completed.
+            SystemExit: (2) for a bad sweeper config, after one ``rlplat-train: error:`` line;
+                (1) when no trial completed, after a line that says so.
         """
         try:
             space, fixed, sampler, pruner = self.prepare(list(arguments), self.config)
@@ -463,6 +470,8 @@ class OptunaSearch:
         outcomes = [job_outcome(ret) for ret in returns]
         errors = [error for _, error in outcomes if error is not None]
         failed = [e for e in errors if not isinstance(e, optuna.TrialPruned)]
+        # jobs refused before their run existed (bad config): no child run counts them
+        count_jobs_without_run(sum(isinstance(e, (ConfigError, PluginError)) for e in failed))
         if failed:
             error = failed[0]
             log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")
@@ -483,8 +492,10 @@ class OptunaSearch:
         states = [t.state for t in study.trials]
         counts = {s.name: states.count(s) for s in optuna.trial.TrialState if states.count(s)}
         summary = ", ".join(f"{n} {name.lower()}" for name, n in counts.items())
-        if not any(s == optuna.trial.TrialState.COMPLETE for s in states):
-            raise RuntimeError(f"Optuna study {study.study_name!r}: no trial completed ({summary})")
+        if not any(s == optuna.trial.TrialState.COMPLETE for s in states):  # the trials' errors were printed
+            message = f"Optuna study {study.study_name!r}: no trial completed ({summary})"
+            print(f"rlplat-train: error: {message}", file=sys.stderr)
+            raise SystemExit(1)
         best = study.best_trial
         results = {
             "best_value": best.value,

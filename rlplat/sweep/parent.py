@@ -14,7 +14,8 @@ that in MLflow:
   the same table on the parent run, compares the groups of jobs that differ only in their
   seed (:mod:`rlplat.report`: IQM with confidence intervals, plots, logged on the parent
   run and written to ``<sweep dir>/report/``) and ends the parent FINISHED; a sweep that stops with an
-  error (Hydra's basic sweeper stops at the first failed job) leaves its parent FAILED, one
+  error (Hydra's basic sweeper runs every job, then raises the first failed job's error)
+  leaves its parent FAILED, one
   stopped by a signal (Ctrl-C) KILLED, with the signal's tag as its jobs have.
 
 The tag names, :class:`ParentRun` and the active-parent helpers are defined in
@@ -48,6 +49,7 @@ from rlplat.sweep.runs import (
     active_parent,
     child_tags,
     exit_status,
+    jobs_without_run,
     log_to_active_parent,
     runs_in_local_workers,
     set_active_parent,
@@ -197,10 +199,14 @@ class MlflowSweep(Callback):
         direction = sweep_direction(config)
         rows = job_rows(client, self.parent, self.objective, None if direction is None else direction == "minimize")
         print_job_table(rows, self.objective, str(config.hydra.sweep.dir))
+        unrecorded = jobs_without_run()  # failed before their run existed: not in the table
+        if unrecorded:
+            jobs = "1 more job" if unrecorded == 1 else f"{unrecorded} more jobs"
+            print(f"and {jobs} failed before recording a run (the errors are above)")
         client.log_text(self.parent.run_id, jobs_csv(rows, self.objective), "jobs.csv")
         self._report(Path(str(config.hydra.sweep.dir)))
-        failed = sum(r.status == "FAILED" for r in rows)
-        metrics: dict[str, float] = {"sweep/jobs": len(rows), "sweep/jobs_failed": failed}
+        failed = sum(r.status == "FAILED" for r in rows) + unrecorded
+        metrics: dict[str, float] = {"sweep/jobs": len(rows) + unrecorded, "sweep/jobs_failed": failed}
         tags = {}
         best = rows[0] if rows else None  # rows are sorted: a usable best comes first
         if best is not None and best.status == "FINISHED" and not math.isnan(best.objective):

@@ -37,6 +37,8 @@ __all__ = [
     "log_to_active_parent",
     "set_active_parent",
     "stop_sweep",
+    "count_jobs_without_run",
+    "jobs_without_run",
     "sweep_stopped_by",
     "runs_in_local_workers",
     "wait_for_the_jobs_on_signals",
@@ -79,6 +81,19 @@ def set_active_parent(parent: ParentRun | None) -> None:
 
 
 _stopped_by: str | None = None
+_jobs_without_run = 0
+
+
+def count_jobs_without_run(jobs: int) -> None:
+    """Count ``jobs`` of this sweep that failed before their run existed (a config the build
+    refused), which the job table cannot list: the sweep's failed jobs include them."""
+    global _jobs_without_run
+    _jobs_without_run += jobs
+
+
+def jobs_without_run() -> int:
+    """The jobs :func:`count_jobs_without_run` counted in this process."""
+    return _jobs_without_run
 
 
 def sweep_stopped_by() -> str | None:

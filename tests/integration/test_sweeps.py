@@ -552,3 +552,24 @@ def test_a_sweep_on_a_relative_sqlite_store_nests_its_jobs(tmp_path):
     assert "differs from the sweep's" not in result.stderr
     _, parent, children = sweep_runs(f"sqlite:///{tmp_path / 'rel' / 'm.db'}")
     assert len(children) == 2 and parent.data.metrics["sweep/jobs"] == 2
+
+
+def test_an_optuna_sweep_whose_every_trial_fails_says_so_in_one_line(tmp_path, store):
+    args = ["algo=ppo", "env=cartpole", "hydra/sweeper=rlplat_optuna", "loss.gamma=interval(1.1, 1.5)"]
+    result = cli("rlplat-train", "-m", *args, "hydra.sweeper.n_trials=2", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "rlplat-train: error: Optuna study" in result.stderr and "no trial completed (2 fail)" in result.stderr
+    _, parent, children = sweep_runs(store)
+    assert parent.info.status == "FAILED" and children == []
+
+
+def test_optuna_trials_refused_before_their_run_count_as_failed_jobs(tmp_path, store):
+    args = ["algo=ppo", "env=cartpole", "hydra/sweeper=rlplat_optuna", "loss.gamma=choice(0.9, 1.5)"]
+    args += ["hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.seed=1", "trainer.total_frames=1024"]
+    result = cli("rlplat-train", "-m", *args, "trainer.eval_episodes=2", f"tracking.uri={store}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    _, parent, children = sweep_runs(store)
+    refused = int(parent.data.metrics["optuna/fail"])
+    assert refused >= 1 and len(children) == 4 - refused  # the seed draws both choices
+    assert parent.data.metrics["sweep/jobs"] == 4 and parent.data.metrics["sweep/jobs_failed"] == refused
+    assert "failed before recording a run" in result.stdout
