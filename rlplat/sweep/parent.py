@@ -198,7 +198,7 @@ class MlflowSweep(Callback):
         client = MlflowClient(tracking_uri=self.parent.uri)
         direction = sweep_direction(config)
         rows = job_rows(client, self.parent, self.objective, None if direction is None else direction == "minimize")
-        print_job_table(rows, self.objective, str(config.hydra.sweep.dir))
+        print_job_table(rows, self.objective, str(config.hydra.sweep.dir), self.parent.run_id)
         unrecorded = jobs_without_run()  # failed before their run existed: not in the table
         if unrecorded:
             jobs = "1 more job" if unrecorded == 1 else f"{unrecorded} more jobs"

@@ -89,7 +89,7 @@ def _short_numbers(override: str) -> str:
     return override
 
 
-def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
+def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str, parent_run_id: str | None = None) -> None:
     """Print the sweep's jobs as a rich table, in the order given.
 
     The overrides that differ between jobs go in a column, the ones they share on a line
@@ -99,6 +99,7 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
         rows: The jobs, e.g. from :func:`job_rows`.
         objective: Name of the objective column.
         sweep_dir: The sweep's output directory, shown in the heading.
+        parent_run_id: The sweep's parent run, named in the heading (``rlplat-compare`` takes it).
     """
     from rich.console import Console
     from rich.table import Table
@@ -106,7 +107,8 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
 
     split = [row.overrides.split() for row in rows]
     shared = set.intersection(*map(set, split)) if split else set()
-    lines = [f"sweep {sweep_dir}: {len(rows)} jobs, best {objective} first"]
+    parent = f" (parent run {parent_run_id})" if parent_run_id else ""
+    lines = [f"sweep {sweep_dir}{parent}: {len(rows)} jobs, best {objective} first"]
     if shared:
         lines.append("shared overrides: " + " ".join(o for o in split[0] if o in shared))
     table = Table()
@@ -120,7 +122,7 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str) -> None:
         value = "-" if math.isnan(row.objective) else f"{row.objective:.2f}"
         style = {"FAILED": "red", "PRUNED": "yellow", "KILLED": "yellow"}.get(row.status)
         varying = " ".join(_short_numbers(o) for o in overrides if o not in shared)
-        cells = (str(row.job), Text(varying), row.status, value, f"{row.seconds:.0f}", row.run_id[:12])
+        cells = (str(row.job), Text(varying), row.status, value, f"{row.seconds:.0f}", row.run_id)  # whole: the tools take it
         table.add_row(*cells, style=style)
     console = Console()
     if not console.is_terminal:

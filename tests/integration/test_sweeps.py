@@ -85,7 +85,8 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
     assert parent.data.metrics["best/eval/return_mean"] == best
     assert "jobs.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
 
-    assert "6 jobs, best eval/return_mean first" in result.stdout
+    assert f"(parent run {parent.info.run_id}): 6 jobs, best eval/return_mean first" in result.stdout
+    assert all(c.info.run_id in result.stdout for c in children)  # whole ids, as rlplat-eval and -compare take them
     shown = table_values(result.stdout)
     assert len(shown) == 6 and shown == sorted(shown, reverse=True) and shown[0] == pytest.approx(best, abs=0.01)
 
