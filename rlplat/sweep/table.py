@@ -122,7 +122,8 @@ def print_job_table(rows: list[JobRow], objective: str, sweep_dir: str, parent_r
         value = "-" if math.isnan(row.objective) else f"{row.objective:.2f}"
         style = {"FAILED": "red", "PRUNED": "yellow", "KILLED": "yellow"}.get(row.status)
         varying = " ".join(_short_numbers(o) for o in overrides if o not in shared)
-        cells = (str(row.job), Text(varying), row.status, value, f"{row.seconds:.0f}", row.run_id)  # whole: the tools take it
+        # the whole run id: rlplat-eval and rlplat-compare take it
+        cells = (str(row.job), Text(varying), row.status, value, f"{row.seconds:.0f}", row.run_id)
         table.add_row(*cells, style=style)
     console = Console()
     if not console.is_terminal:
