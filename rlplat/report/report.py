@@ -113,7 +113,7 @@ class Report:
 
 def _short_labels(labels: Sequence[str]) -> tuple[dict[str, str], str]:
     """Each label without the ``key=value`` words every label has; and those words. A single
-    label is kept whole."""
+    label is kept whole; one with no other word reads "(shared overrides only)"."""
     if len(labels) == 1:
         return {labels[0]: labels[0]}, ""
     split = {label: label.split() for label in labels}
@@ -121,7 +121,8 @@ def _short_labels(labels: Sequence[str]) -> tuple[dict[str, str], str]:
     first = next(iter(split.values()), [])
     shared = " ".join(w for w in first if w in shared_words)
     short = {
-        label: " ".join(w for w in words if w not in shared_words) or "(all runs)" for label, words in split.items()
+        label: " ".join(w for w in words if w not in shared_words) or "(shared overrides only)"
+        for label, words in split.items()
     }
     return short, shared
 

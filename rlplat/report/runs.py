@@ -229,8 +229,8 @@ def group_runs(runs: Sequence[Any], group_by: Sequence[str] | None) -> list[tupl
             continue
         parts = []
         for key in group_by:
-            value = _value(run, key, overrides)
-            parts.append(f"{key}={value if value is not None else '-'}")
+            value = _value(run, key, overrides)  # a param's list reads "[0.9, 0.999]": one word, as typed
+            parts.append(f"{key}={''.join(str(value).split()) if value is not None else '-'}")
         rest = " ".join(f"{k}={v}" for k, v in overrides.items() if k not in group_by)
         labelled.append((run, " ".join(parts), rest))
     if group_by is not None:

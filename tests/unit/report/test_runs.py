@@ -10,6 +10,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from rlplat.registry import ConfigError
+from rlplat.report.curves import RunCurve
 from rlplat.report.report import compare, report_csv, report_markdown
 from rlplat.report.runs import client_for, group_runs, read_curves, run_overrides, select_runs
 from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, SWEEP_TAG
@@ -163,3 +164,26 @@ def test_seconds_and_wall_time_leave_out_the_time_a_resumed_run_was_down(store):
     client.set_terminated(run_id, status="FINISHED", end_time=1_023_000)
     [curve] = read_curves(client, [(client.get_run(run_id), "ppo", "")], "eval/return_mean")
     assert list(curve.seconds) == [1.0, 2.0, 4.0, 7.0] and curve.wall_seconds == 8.0
+
+
+def test_group_by_a_list_param_labels_each_group_by_its_whole_value(store):
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.create_experiment("betas")
+    for seed, betas in enumerate(["[0.9, 0.999]", "[0.9, 0.999]", "[0.8, 0.999]"]):
+        run_id = _run(client, experiment, algo="ppo", env="cartpole", seed=seed, finals=[1.0, 2.0 + seed])
+        client.log_param(run_id, "optim.betas", betas)
+    runs = select_runs(client, ["betas"]).runs
+    labels = sorted({group for _, group, _ in group_runs(runs, ["optim.betas"])})
+    assert labels == ["optim.betas=[0.8,0.999]", "optim.betas=[0.9,0.999]"]
+    with pytest.raises(ConfigError, match="no run has 'nokey'"):
+        group_runs(runs, ["optim.betas", "nokey"])
+
+
+def test_a_group_with_only_the_shared_overrides_is_labelled_so():
+    one = {"frames": np.array([1]), "seconds": np.array([1.0]), "wall_seconds": 1.0}
+    curves = [
+        RunCurve("a", "algo=ppo env=cartpole", "", 0, values=np.array([1.0]), **one),
+        RunCurve("b", "algo=ppo env=cartpole optim.lr=0.003", "", 0, values=np.array([2.0]), **one),
+    ]
+    report = compare(curves, "eval/return_mean")
+    assert {g.group for g in report.groups} == {"(shared overrides only)", "optim.lr=0.003"}
