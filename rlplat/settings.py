@@ -22,7 +22,7 @@ from rlplat.registry import ConfigError, check_kwargs, preset_node
 DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
 TO_TARGET = "time/to_target_s"  # training seconds until an evaluation reached trainer.target_return
-TRAIN_SECONDS = "time/train_s"  # training seconds so far, logged at every log step
+TRAIN_SECONDS = "time/train_s"  # training seconds so far (not the loop's callbacks'), logged at every log step
 DOWNTIME_SECONDS = "time/downtime_s"
 """Seconds a resumed run was down, summed over its resumes: from the end of the process that
 stopped (the run's end time, else its last logged metric) to the start of the one that resumed

@@ -187,7 +187,7 @@ class Progress:
         skipped_updates: Updates dropped for a non-finite loss or gradient
             (``trainer.nonfinite=skip_update``).
         train_s: Seconds spent in :meth:`Trainer.fit` up to the last checkpoint, over every
-            process that continued the run.
+            process that continued the run, without its callbacks' (console, trackers, videos).
         last: The last logged value of each metric (for the final summary).
     """
 
@@ -257,7 +257,7 @@ class Trainer:
             next_checkpoint=self.checkpoint.every_frames or config.total_frames,
         )
         self.last_checkpoint: Path | None = None
-        self._fit_start = time.perf_counter()
+        self._fit_start, self._callback_seconds = time.perf_counter(), 0.0
 
     def fit(self) -> dict[str, float]:
         """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off),
@@ -278,7 +278,7 @@ class Trainer:
         config, parts, progress = self.config, self.parts, self.progress
         collector, outputs = parts.collector, []
         start, first_frames = time.perf_counter(), collector.frames
-        self._fit_start = start
+        self._fit_start, self._callback_seconds = start, 0.0
         # a resumed run that had reached trainer.target_return is over: it trains no further
         for rollout in collector if TO_TARGET not in progress.last else ():  # [T, B]
             frames = collector.frames
@@ -336,12 +336,15 @@ class Trainer:
         return True
 
     def _train_seconds(self) -> float:
-        """Seconds in :meth:`fit` so far, the earlier processes of a resumed run included."""
-        return self.progress.train_s + time.perf_counter() - self._fit_start
+        """Seconds in :meth:`fit` so far, the earlier processes of a resumed run included,
+        without the time its callbacks took (a tracker's wait for its store, a video)."""
+        return self.progress.train_s + time.perf_counter() - self._fit_start - self._callback_seconds
 
     def _notify(self, hook: str, *args: Any) -> None:
+        start = time.perf_counter()
         for callback in self.callbacks:
             getattr(callback, hook)(*args)
+        self._callback_seconds += time.perf_counter() - start
 
     def _nonfinite(self, what: str, frames: int) -> None:
         """Raise :class:`NonFiniteError` naming ``what``, unless updates are to be skipped."""
@@ -478,7 +481,7 @@ class Trainer:
         """
         load_parts_state(self.parts, state)
         self.progress = Progress(**state["trainer"])
-        self._fit_start = time.perf_counter()
+        self._fit_start, self._callback_seconds = time.perf_counter(), 0.0
         set_rng_state(state["rng"])
 
     def _write_periodic(self, frames: int) -> Path:
