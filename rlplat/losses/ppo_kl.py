@@ -3,6 +3,8 @@ Algorithms", section 4)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium
 import torch
 from tensordict import TensorDict
@@ -14,6 +16,9 @@ from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import ConfigError
+
+_KEPT = (keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
+"""The keys of the latest rollout that beta's next adaptation reads (:meth:`PPOKLLoss.policy_kl`)."""
 
 
 class PPOKLLoss(ActorCriticLoss):
@@ -105,8 +110,25 @@ class PPOKLLoss(ActorCriticLoss):
         """Adapt beta from the KL of the latest update, then add GAE to the rollout."""
         if self._previous is not None:
             self.adapt_beta(self.policy_kl(self._previous))
-        self._previous = rollout.select(keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
+        self._previous = rollout.select(*_KEPT)
         return super().preprocess(rollout)
+
+    def get_extra_state(self) -> dict[str, Tensor]:
+        """The latest update's rollout as :meth:`preprocess` keeps it (observations, actions,
+        their log-probabilities, each ``[T, B, ...]``; empty before the first), checkpointed:
+        a resumed run adapts beta from it, as one that never stopped."""
+        return {} if self._previous is None else {key: self._previous.get(key).clone() for key in _KEPT}
+
+    def set_extra_state(self, state: dict[str, Tensor]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        kept = {key: state[key].clone() for key in _KEPT} if state else None
+        self._previous = None if kept is None else TensorDict(kept, batch_size=kept[keys.ACTION_LOG_PROB].shape)
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+        # a checkpoint written before the rollout was saved has none: beta adapts from the next
+        if prefix + "_extra_state" not in state_dict:
+            state_dict = {**state_dict, prefix + "_extra_state": {}}
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,

@@ -434,15 +434,20 @@ def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once
     assert orphan not in Path(table).read_text() and new in Path(table).read_text()
 
 
-@pytest.mark.parametrize("transforms", [[], ["transforms.reward_scale={}"]], ids=["preset", "reward_scale"])
-def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stopped(tmp_path, transforms):
+@pytest.mark.parametrize(
+    "algo,transforms",
+    [("ppo", []), ("ppo", ["transforms.reward_scale={}"]), ("ppo_kl", [])],
+    ids=["preset", "reward_scale", "ppo_kl"],
+)
+def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stopped(tmp_path, algo, transforms):
     """PPO's preset decays its learning rate (trainer.lr_schedule=linear): the resumed run
-    must go on with the decayed rates the schedule sets, not the checkpoint's last ones; and
-    reward scaling's per-env discounted returns go on as they were."""
+    must go on with the decayed rates the schedule sets, not the checkpoint's last ones;
+    reward scaling's per-env discounted returns go on as they were; and PPO-KL adapts its
+    penalty from the rollout of the update before the stop."""
     (tmp_path / "whole").mkdir()
     (tmp_path / "split").mkdir()
     whole, split = (f"sqlite:///{tmp_path / name / 'mlflow.db'}" for name in ("whole", "split"))
-    args = [*PPO, "seed=5", *transforms]
+    args = [f"algo={algo}", *PPO[1:], "seed=5", *transforms]
     assert "trainer.lr_schedule=constant" not in args
     result = cli("rlplat-train", *args, f"tracking.uri={whole}", cwd=tmp_path / "whole")
     assert result.returncode == 0, result.stderr
