@@ -10,6 +10,7 @@ from typing import Any
 
 import gymnasium
 
+from rlplat.envs.gym import check_time_limit
 from rlplat.registry import ConfigError
 
 INSTALL = "pip install 'rlplat[atari]'"
@@ -92,8 +93,7 @@ def _check_values(
             raise ConfigError(f"env.{key}={value!r}: must be an integer >= {low}")
     if not 0.0 <= repeat_action_probability <= 1.0:
         raise ConfigError(f"env.repeat_action_probability={repeat_action_probability!r}: must be in [0, 1]")
-    if max_episode_steps is not None and max_episode_steps < 1:
-        raise ConfigError(f"env.max_episode_steps={max_episode_steps!r}: must be >= 1, or null for the game's own")
+    check_time_limit(max_episode_steps, "the game's own")
 
 
 def _ale_env(

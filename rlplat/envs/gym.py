@@ -28,11 +28,25 @@ def make_gym(
         A single ``gymnasium.Env``.
 
     Raises:
-        ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``.
+        ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``, or for a time
+            limit that is not a positive integer.
     """
+    check_time_limit(max_episode_steps, "the id's registered limit")
     try:
         return gymnasium.make(id, max_episode_steps=max_episode_steps, render_mode=render_mode, **dict(kwargs or {}))
     except gymnasium.error.Error as error:
         raise ConfigError(f"env.id={id!r}: {error}") from error
     except TypeError as error:
         raise ConfigError(f"env.kwargs={dict(kwargs or {})!r} rejected by {id!r}: {error}") from error
+
+
+def check_time_limit(max_episode_steps: Any, otherwise: str) -> None:
+    """Raise ConfigError unless ``env.max_episode_steps`` is an integer >= 1 or None (which
+    keeps ``otherwise``, named in the message). gymnasium refuses 0, but takes -1 as a limit
+    never reached: an evaluation would then run for ever on an env that never ends."""
+    if max_episode_steps is not None and (
+        isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int) or max_episode_steps < 1
+    ):
+        raise ConfigError(
+            f"env.max_episode_steps={max_episode_steps!r}: must be an integer >= 1, or null for {otherwise}"
+        )

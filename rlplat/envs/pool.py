@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.envs.gym import check_time_limit
 from rlplat.registry import ConfigError, closest
 
 INSTALL = "pip install 'rlplat[envpool]'"
@@ -71,6 +72,7 @@ class EnvPoolTask:
             raise ConfigError(f"env.backend=envpool: EnvPool has no task env.id={env_id!r}.{hint}")
         kwargs = dict(env_node.get("kwargs") or {})
         check_options(env_id, kwargs, envpool.make_spec(env_id).config._fields)
+        check_time_limit(env_node.get("max_episode_steps"), "the task's own")
         return cls(env_id, env_node.get("max_episode_steps"), kwargs)
 
 

@@ -39,6 +39,7 @@ NEEDLES = {
     "optim.lr=0": ["optim.lr=0", "> 0"],
     "env.id=NoSuchEnv-v0": ["env.id='NoSuchEnv-v0'", "doesn't exist"],
     "env.id=FrozenLake-v1 env.kwargs.map_name=9x9": ["env 'gym'", "FrozenLake-v1", "failed to build", "KeyError"],
+    "env=pendulum env.max_episode_steps=-1": ["env.max_episode_steps=-1", "integer >= 1", "null"],
     "hydra.run.dir=notes.txt/run": ["hydra.run.dir='notes.txt/run'", "not writable", "'notes.txt' is a file"],
     "tracking.uri=sqlite:///notes.txt/mlflow.db": ["tracking.uri='sqlite:///notes.txt/mlflow.db'", "not writable"],
     "tracking.uri=nonsense://x": ["tracking.uri='nonsense://x'", "no MLflow store has the scheme 'nonsense'"],
