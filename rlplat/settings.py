@@ -249,9 +249,15 @@ def absolute_sqlite_uri(uri: str) -> str:
     return f"{prefix}:///{Path.cwd() / path}"
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed numpy's generators take."""
+
+
 def check_seed(seed: Any) -> int:
-    """The run's seed; raises ConfigError unless it is an integer >= 0."""
+    """The run's seed; raises ConfigError unless it is an integer in [0, 2^32 - 1]."""
     check_int("seed", seed, 0)
+    if seed > MAX_SEED:
+        raise ConfigError(f"seed={seed}: must be at most 2^32 - 1 = {MAX_SEED}")
     return int(seed)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -55,8 +56,8 @@ class ReplayBuffer:
                 raise ConfigError(f"buffer.{key}={value}: must be at least 1")
         if learning_starts < 0:
             raise ConfigError(f"buffer.learning_starts={learning_starts}: must be >= 0 frames")
-        if replay_ratio <= 0:
-            raise ConfigError(f"buffer.replay_ratio={replay_ratio}: must be > 0 updates per frame")
+        if not 0 < replay_ratio < math.inf:
+            raise ConfigError(f"buffer.replay_ratio={replay_ratio}: must be a finite number > 0 updates per frame")
         steps, num_envs = rollout_shape
         if capacity < batch_size:
             raise ConfigError(f"buffer.capacity={capacity}: must be at least buffer.batch_size={batch_size}")

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
+from rlplat.cli.clock import job_start
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
@@ -93,7 +94,6 @@ def resume_run(target: str, tracking_uri: str) -> None:
     from rlplat.build import build
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training
-    from rlplat.cli.train import job_start
     from rlplat.trainer import load_parts_state
 
     started = job_start()
@@ -114,19 +114,8 @@ def resume_run(target: str, tracking_uri: str) -> None:
             file=sys.stderr,
         )
         title = f"{config['loss']['name']} / resumed / seed {config['seed']}"
-        run, tags = located.run_id, {}
         tracking = built.tracking
-        if tracking.enabled and not read_run_file(located.run_dir):  # killed before it recorded its run
-            found = run_of_dir(located.run_dir, tracking.uri, tracking.experiment)
-            if found is not None:
-                run = found[0]
-                write_run_file(located.run_dir, run, tracking.uri, found[1])
-            else:
-                _warn(
-                    f"{located.run_dir} has no MLflow run in {tracking.uri} (stopped before one was created): "
-                    "the resumed run is recorded as a new run"
-                )
-                tags = _new_run_tags(config, located.run_dir, target)
+        run, tags = _recorded_run(located, tracking, target) if tracking.enabled else (located.run_id, {})
         callbacks = video_callbacks(built, located.run_dir, start_frames=frames)
         spec = RunSpec(
             located.run_dir,
@@ -140,6 +129,24 @@ def resume_run(target: str, tracking_uri: str) -> None:
         run_training(built, spec)
     finally:
         built.parts.close()
+
+
+def _recorded_run(located: Any, tracking: Any, target: str) -> tuple[str | None, dict[str, str]]:
+    """The MLflow run a resume continues, and the tags of a new one when there is none: a run
+    directory killed before it recorded its run (``rlplat_run.json``) continues the run that
+    carries its directory in its tags, else a new run (with a warning)."""
+    assert located.run_dir is not None
+    if read_run_file(located.run_dir):
+        return located.run_id, {}
+    found = run_of_dir(located.run_dir, tracking.uri, tracking.experiment)
+    if found is not None:
+        write_run_file(located.run_dir, found[0], tracking.uri, found[1])
+        return found[0], {}
+    _warn(
+        f"{located.run_dir} has no MLflow run in {tracking.uri} (stopped before one was created): "
+        "the resumed run is recorded as a new run"
+    )
+    return located.run_id, _new_run_tags(located.state["config"], located.run_dir, target)
 
 
 def _new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:

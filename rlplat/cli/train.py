@@ -28,6 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__, torch_libraries
+from rlplat.cli.clock import job_start
 from rlplat.command_line import is_multirun, is_resume, prints_only, starts_one_run
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
@@ -148,30 +149,6 @@ def _tags(cfg: DictConfig, uri: str, algo: str, env: str, command: str, reporter
         if reporter.seeds > 1:
             tags[SEED_INDEX_TAG] = str(reporter.seed_index)
     return tags
-
-
-def process_start_time() -> float:
-    """``time.time()`` at which this process started (Linux /proc, 10 ms resolution);
-    elsewhere, when this module was imported."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        started_after_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_after_boot
-        return time.time() - age
-    except (OSError, ValueError, IndexError, AttributeError):
-        return _IMPORTED
-
-
-_IMPORTED = time.time()
-_jobs_started = 0
-
-
-def job_start() -> float:
-    """When the current job started: its process's start for the first job of a process
-    (imports included), else now."""
-    global _jobs_started
-    _jobs_started += 1
-    return process_start_time() if _jobs_started == 1 else time.time()
 
 
 def task(cfg: DictConfig) -> float:

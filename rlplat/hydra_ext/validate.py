@@ -175,7 +175,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     """Check the composed config as far as it can be without torch, in the user's terms.
 
     In order: every value has the type of the same key's default (the config composed with
-    the same group choices and none of the values given); the ``trainer``, ``checkpoint`` and
+    the same group choices and none of the values given), and none is NaN; the ``trainer``, ``checkpoint`` and
     ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
     ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
     built-in components' keys (:func:`check_ranges`); one probe env is built
@@ -194,12 +194,29 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task)
     check_types(config, default_config(overrides))
+    check_no_nan(config)
     TrainerConfig.from_node(config.get("trainer", {}))
     CheckpointConfig.from_node(config.get("checkpoint", {}))
     check_loggers(TrackingConfig.from_node(config.get("tracking", {})).also)
     check_seed(config.get("seed"))
     check_ranges(config)
     env_spaces(config.get("env", {}))
+
+
+def check_no_nan(node: Any, key: str = "") -> None:
+    """Raise ConfigError for the first NaN in the config: every range check (``x > 0``,
+    ``0 <= x <= 1``) is false for NaN, so it would pass them all and surface, if at all, as a
+    training that diverges.
+
+    Raises:
+        ConfigError: ``key=nan: must be a number, not NaN``.
+    """
+    if isinstance(node, float) and math.isnan(node):
+        raise ConfigError(f"{key}=nan: must be a number, not NaN")
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for child, value in items:
+        name = f"{key}[{child}]" if isinstance(child, int) else f"{key}.{child}" if key else str(child)
+        check_no_nan(value, name)
 
 
 def resolve_config(cfg: DictConfig) -> dict[str, Any]:

@@ -47,7 +47,7 @@ class PPOKLLoss(ActorCriticLoss):
         log_std_init: Initial log std of the Gaussian policy.
 
     Raises:
-        ConfigError: for gamma or gae_lambda outside [0, 1], kl_target <= 0 or kl_beta_init < 0.
+        ConfigError: for gamma or gae_lambda outside [0, 1], kl_target <= 0 or kl_beta_init <= 0.
     """
 
     kl_beta: Tensor  # buffer, float32 []: the penalty coefficient beta
@@ -85,8 +85,8 @@ class PPOKLLoss(ActorCriticLoss):
         )
         if kl_target <= 0:
             raise ConfigError(f"loss.kl_target={kl_target}: must be > 0 (nats)")
-        if kl_beta_init < 0:
-            raise ConfigError(f"loss.kl_beta_init={kl_beta_init}: must be >= 0")
+        if kl_beta_init <= 0:  # beta adapts by halving and doubling: from 0 it would stay 0
+            raise ConfigError(f"loss.kl_beta_init={kl_beta_init}: must be > 0")
         self.kl_target = kl_target
         self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
         self._previous: TensorDict | None = None  # the rollout of the latest update

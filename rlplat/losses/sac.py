@@ -3,6 +3,8 @@ Applications": twin Q, tanh-squashed Gaussian, automatic entropy temperature).""
 
 from __future__ import annotations
 
+from typing import cast
+
 import gymnasium
 import torch
 from tensordict import TensorDict
@@ -35,7 +37,7 @@ class SACLoss(nn.Module):
         tau: Polyak coefficient of the target critics, updated after every update.
         alpha_init: Initial entropy temperature alpha.
         learn_alpha: Tune alpha towards ``target_entropy``; False keeps ``alpha_init``.
-        target_entropy: Target entropy H_target in nats; null gives ``-action_dim``.
+        target_entropy: Target entropy H_target in nats; null (or ``"auto"``) gives ``-action_dim``.
         num_critics: Critics K; targets and actor use their minimum.
         warmup_frames: Frames of uniform random actions at the start.
         features: Width of each torso output.
@@ -67,7 +69,7 @@ class SACLoss(nn.Module):
         tau: float = 0.005,
         alpha_init: float = 1.0,
         learn_alpha: bool = True,
-        target_entropy: float | None = None,
+        target_entropy: float | str | None = None,
         num_critics: int = 2,
         warmup_frames: int = 1000,
         features: int = 256,
@@ -86,7 +88,13 @@ class SACLoss(nn.Module):
         self.critics_target = frozen_copy(self.critics)
         self.policy = SquashedGaussianPolicy(self.actor, action_dim, warmup_frames)
         self.log_alpha = nn.Parameter(torch.tensor(float(alpha_init)).log(), requires_grad=learn_alpha)
-        self.target_entropy = float(-action_dim if target_entropy is None else target_entropy)
+        if isinstance(target_entropy, str) and target_entropy != "auto":
+            raise ConfigError(
+                f"loss.target_entropy={target_entropy!r}: give a number of nats, or null (or auto) for -action_dim"
+            )
+        # "auto": Stable-Baselines3's word for it
+        automatic = target_entropy is None or isinstance(target_entropy, str)
+        self.target_entropy = float(-action_dim if automatic else cast(float, target_entropy))
         self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
         self.gamma = gamma
         self.analytic_gradients = analytic_gradients and self.actor.has_backward and self.critics.has_backward

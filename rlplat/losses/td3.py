@@ -89,6 +89,9 @@ class TD3Loss(nn.Module):
         # two variants rather than one per value of the update count
         self.delayed_groups: tuple[str, ...] = ("actor",) if policy_delay > 1 else ()
         self._set_delayed_due()
+        for key, value in (("target_policy_noise", target_policy_noise), ("target_noise_clip", target_noise_clip)):
+            if value < 0:
+                raise ConfigError(f"loss.{key}={value}: must be >= 0")
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
 

@@ -65,6 +65,8 @@ class EpsilonGreedy(_FrameCounter):
         for key, value in (("epsilon_start", epsilon_start), ("epsilon_end", epsilon_end)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"loss.{key}={value}: must be in [0, 1]")
+        if exploration_frames < 0:
+            raise ConfigError(f"loss.exploration_frames={exploration_frames}: must be >= 0 frames")
         self.q = q
         self.num_actions = num_actions
         self.schedule = (epsilon_start, epsilon_end, exploration_frames)

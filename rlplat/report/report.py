@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import io
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from rlplat.registry import ConfigError
 from rlplat.report.curves import RunCurve
 from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
 from rlplat.settings import LOWER_IS_BETTER
-from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM
+from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM, SWEEP_TAG
 
 ARTIFACT_DIR = "report"  # artifact folder of the report on the parent run, and folder in the sweep dir
 MAX_ALL_PAIRS = 6  # up to this many groups, every pair is compared; beyond, the best against each other
@@ -400,6 +401,15 @@ class Written:
     logged_on: str | None
 
 
+def _report_dir(parent: Any) -> Path:
+    """Where a report goes by default: ``report/`` in the sweep directory of the parent run
+    it compares, else ``outputs/compare/<date>/<time>`` under the working directory."""
+    sweep_dir = Path(parent.data.tags.get(SWEEP_TAG, "")) if parent is not None else None
+    if sweep_dir is not None and sweep_dir.is_dir():
+        return sweep_dir / ARTIFACT_DIR
+    return Path("outputs") / "compare" / time.strftime("%Y-%m-%d") / time.strftime("%H-%M-%S")
+
+
 def report_runs(
     uri: str,
     targets: Sequence[str],
@@ -433,10 +443,7 @@ def report_runs(
     Raises:
         ConfigError: for targets that name nothing, a ``group_by`` key or metric no run has.
     """
-    import time
-
     from rlplat.report.runs import client_for, group_runs, read_curves, select_runs
-    from rlplat.tags import SWEEP_TAG
 
     client = client_for(uri)
     selection = select_runs(client, targets)
@@ -452,17 +459,12 @@ def report_runs(
         raise ConfigError(f"metric={metric}: every run's last value is infinite: no score to compare")
     parent = client.get_run(selection.parent_run_id) if selection.parent_run_id else None
     direction = parent.data.params.get(DIRECTION_PARAM) if parent is not None else None
-    if lower_is_better is None and direction is not None:
+    if lower_is_better is None and direction is not None:  # as the sweep that made the runs ranked them
         lower_is_better = direction == "minimize"
     report = compare(
         finite, metric, threshold=threshold, confidence=confidence, left_out=left_out, lower_is_better=lower_is_better
     )
-    if out is None:
-        sweep_dir = Path(parent.data.tags.get(SWEEP_TAG, "")) if parent is not None else None
-        if sweep_dir is not None and sweep_dir.is_dir():
-            out = sweep_dir / ARTIFACT_DIR
-        else:
-            out = Path("outputs") / "compare" / time.strftime("%Y-%m-%d") / time.strftime("%H-%M-%S")
+    out = out or _report_dir(parent)
     print_report(report, console)
     files = write_report(report, out)
     if parent is not None:

@@ -147,3 +147,31 @@ def test_a_deleted_experiment_is_one_line_naming_how_to_restore_it(tmp_path, sto
         assert f"tracking.experiment='gone' was deleted from tracking.uri='{store}': restore it" in result.stderr
         assert f"mlflow experiments restore --experiment-id {experiment}" in result.stderr
     assert len(list((tmp_path / "outputs").rglob("rlplat_run.json"))) == 1  # the first run's alone
+
+
+@pytest.mark.parametrize(
+    "command,needle",
+    [
+        ("algo=sac buffer.replay_ratio=nan", "buffer.replay_ratio=nan: must be a number, not NaN"),
+        ("algo=ppo_kl loss.kl_target=nan", "loss.kl_target=nan: must be a number, not NaN"),
+        ("algo=sac buffer.replay_ratio=inf", "buffer.replay_ratio=inf: must be a finite number > 0"),
+        ("seed=4294967296", "seed=4294967296: must be at most 2^32 - 1"),
+        ("algo=sac loss.target_entropy=foo", "loss.target_entropy='foo': give a number of nats, or null (or auto)"),
+        ("algo=td3 loss.target_noise_clip=-1", "loss.target_noise_clip=-1: must be >= 0"),
+        ("algo=ppo_kl loss.kl_beta_init=0", "loss.kl_beta_init=0: must be > 0"),
+        ("algo=dqn env=cartpole loss.exploration_frames=-5", "loss.exploration_frames=-5: must be >= 0 frames"),
+    ],
+)
+def test_values_every_range_check_would_let_through_are_one_line(command, needle, tmp_path, store):
+    args = shlex.split(command)
+    if not any(a.startswith("env=") for a in args):
+        args.append("env=pendulum")
+    result, elapsed = run_bad(args, tmp_path, store)
+    assert needle in assert_reported(result, elapsed, tmp_path, store, timed=False)
+
+
+def test_sac_takes_auto_for_its_target_entropy(tmp_path, store):
+    args = ["algo=sac", "env=pendulum", "loss.target_entropy=auto", "tracking.enabled=false"]
+    args += ["trainer.total_frames=256", "buffer.learning_starts=64", "loss.warmup_frames=64"]
+    result = cli("rlplat-train", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
