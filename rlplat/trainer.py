@@ -282,12 +282,11 @@ class Trainer:
         # a resumed run that had reached trainer.target_return is over: it trains no further
         for rollout in collector if TO_TARGET not in progress.last else ():  # [T, B]
             frames = collector.frames
-            if not self._finite_rollout(rollout, frames):
-                continue
-            self._buffer(rollout)
-            frames_before = frames - collector.frames_per_batch
-            parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
-            outputs += [out for batch in parts.buffer.batches() if (out := self._update(batch, frames)) is not None]
+            if self._finite_rollout(rollout, frames):  # else skipped (trainer.nonfinite=skip_update): no updates
+                self._buffer(rollout)
+                frames_before = frames - collector.frames_per_batch
+                parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
+                outputs += [out for batch in parts.buffer.batches() if (out := self._update(batch, frames)) is not None]
             fps = (frames - first_frames) / (time.perf_counter() - start)
             if self._log_step(outputs, frames, fps):
                 outputs = []

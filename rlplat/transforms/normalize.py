@@ -73,15 +73,16 @@ class ObservationNorm(Transform):
         epsilon: Added to the variance before the square root.
 
     Raises:
-        ConfigError: if the observation space is not a Box or ``clip`` <= 0.
+        ConfigError: if the observation space is not a Box, or ``clip`` or ``epsilon`` <= 0.
     """
 
     def __init__(self, observation_space: gymnasium.Space, clip: float = 10.0, epsilon: float = 1e-8) -> None:
         super().__init__()
         if not isinstance(observation_space, gymnasium.spaces.Box):
             raise ConfigError(f"transforms.obs_norm needs a Box observation space, got {observation_space}")
-        if clip <= 0:
-            raise ConfigError(f"transforms.obs_norm.clip={clip}: must be > 0")
+        for key, value in (("clip", clip), ("epsilon", epsilon)):
+            if value <= 0:
+                raise ConfigError(f"transforms.obs_norm.{key}={value}: must be > 0")
         self.clip = float(clip)
         self.epsilon = float(epsilon)
         self.stats = RunningMeanStd(tuple(observation_space.shape))
@@ -117,7 +118,7 @@ class RewardScale(Transform):
         epsilon: Added to the variance before the square root.
 
     Raises:
-        ConfigError: if ``gamma`` is outside [0, 1] or ``clip`` <= 0.
+        ConfigError: if ``gamma`` is outside [0, 1], or ``clip`` or ``epsilon`` <= 0.
     """
 
     def __init__(
@@ -130,8 +131,9 @@ class RewardScale(Transform):
         super().__init__()
         if not 0.0 <= gamma <= 1.0:
             raise ConfigError(f"transforms.reward_scale.gamma={gamma}: must be in [0, 1]")
-        if clip <= 0:
-            raise ConfigError(f"transforms.reward_scale.clip={clip}: must be > 0")
+        for key, value in (("clip", clip), ("epsilon", epsilon)):
+            if value <= 0:
+                raise ConfigError(f"transforms.reward_scale.{key}={value}: must be > 0")
         self.gamma = float(gamma)
         self.clip = float(clip)
         self.epsilon = float(epsilon)

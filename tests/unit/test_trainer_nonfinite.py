@@ -67,3 +67,39 @@ def test_finite_values_whose_sum_overflows_pass_the_rollout_check(tmp_path):
     rollout.get("observation").fill_(3e38)  # float32's largest is 3.4e38: the sums overflow to inf
     assert trainer._finite_rollout(rollout, frames=5)
     trainer.parts.close()
+
+
+class Logged:
+    def __init__(self) -> None:
+        self.logs: list[dict] = []
+
+    def on_log(self, metrics, frames):
+        self.logs.append(dict(metrics))
+
+    def on_evaluation(self, metrics, frames):
+        pass
+
+    def on_checkpoint(self, path, best):
+        pass
+
+
+def test_a_run_whose_every_rollout_is_skipped_still_logs_evaluates_and_counts_them(tmp_path):
+    from rlplat.build import build
+    from rlplat.hydra_ext import compose_config
+
+    overrides = ["algo=ppo", "env=pendulum", "tracking.enabled=false", *TINY, "trainer.nonfinite=skip_update"]
+    built = build(compose_config(overrides))
+    collector, logged = built.parts.collector, Logged()
+    collect = collector.rollout
+
+    def nan_rewards():
+        rollout = collect().clone()  # out of inference mode, to be written
+        rollout.get(("next", "reward")).fill_(float("nan"))
+        return rollout
+
+    collector.rollout = nan_rewards
+    summary = Trainer(built.parts, built.trainer, tmp_path, [logged]).fit()
+    built.parts.close()
+    rollouts = 256 // 128
+    assert logged.logs and logged.logs[-1]["train/skipped_updates"] == rollouts
+    assert "eval/return_mean" in logged.logs[-1] and summary["eval/return_mean"] == logged.logs[-1]["eval/return_mean"]
