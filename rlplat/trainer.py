@@ -257,7 +257,7 @@ class Trainer:
             next_checkpoint=self.checkpoint.every_frames or config.total_frames,
         )
         self.last_checkpoint: Path | None = None
-        self._fit_start, self._callback_seconds = time.perf_counter(), 0.0
+        self._fit_start, self._callback_seconds, self._best_due = time.perf_counter(), 0.0, False
 
     def fit(self) -> dict[str, float]:
         """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off),
@@ -278,7 +278,7 @@ class Trainer:
         config, parts, progress = self.config, self.parts, self.progress
         collector, outputs = parts.collector, []
         start, first_frames = time.perf_counter(), collector.frames
-        self._fit_start, self._callback_seconds = start, 0.0
+        self._fit_start, self._callback_seconds, self._best_due = start, 0.0, False
         # a resumed run that had reached trainer.target_return is over: it trains no further
         for rollout in collector if TO_TARGET not in progress.last else ():  # [T, B]
             frames = collector.frames
@@ -293,6 +293,9 @@ class Trainer:
             if frames >= progress.next_checkpoint:  # advanced first: the checkpoint holds the next one due
                 progress.next_checkpoint += self.checkpoint.every_frames or config.total_frames
                 self._write_periodic(frames)
+            if self._best_due:  # as the periodic one would be: a run resumed from it keeps the schedule
+                self._best_due = False
+                self._notify("on_checkpoint", self.files.write(self.state_dict(), BEST), True)
             if self.stop.signal is not None:
                 raise Interrupted(self.stop.signal, frames, self._write_periodic(frames))
             if TO_TARGET in progress.last:
@@ -448,7 +451,7 @@ class Trainer:
         metrics = self.evaluate()
         if metrics["eval/return_mean"] > self.progress.best_eval:
             self.progress.best_eval = metrics["eval/return_mean"]
-            self._notify("on_checkpoint", self.files.write(self.state_dict(), BEST), True)
+            self._best_due = True  # written at the end of the loop step, its counters advanced
         return metrics
 
     def state_dict(self) -> dict[str, Any]:

@@ -475,6 +475,11 @@ def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stoppe
     for path in checkpoints:
         state = load_checkpoint(path)
         assert state["trainer"]["next_checkpoint"] > state["frames"], path.name
+    # best.pt too, and the next evaluation: a run resumed from it keeps the schedule
+    [best] = (tmp_path / "split" / "outputs" / "runs").rglob("best.pt")
+    state = load_checkpoint(best)
+    assert state["trainer"]["next_checkpoint"] > state["frames"] and state["trainer"]["next_eval"] > state["frames"]
+    assert state["trainer"]["last"]["eval/return_mean"] == state["trainer"]["best_eval"]
 
 
 def test_resuming_a_run_that_reached_its_target_return_trains_no_further(tmp_path, store):
