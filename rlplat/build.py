@@ -226,7 +226,7 @@ def build_loss(
         ConfigError: when the loss cannot act in the env (names both and the losses that can).
     """
     node = config["loss"]
-    check_action_space(node.get("name"), action_space, config["env"])
+    check_action_space(node.get("name"), action_space, config["env"], observation_space)
 
     def network(out_features: int, space: gymnasium.Space = observation_space) -> torch.nn.Module:
         return NETWORKS.build("network", config["network"], space, out_features)
@@ -275,9 +275,15 @@ def action_spaces(loss_cls: Any) -> tuple[type, ...]:
     return getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
 
 
-def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: Mapping[str, Any]) -> None:
+def check_action_space(
+    loss_name: str,
+    action_space: gymnasium.Space,
+    env_node: Mapping[str, Any],
+    observation_space: gymnasium.Space | None = None,
+) -> None:
     """Raise ConfigError when the loss cannot act in the env's action space, naming both
-    and the (loadable) losses that can."""
+    and the (loadable) losses that can; with observations no built-in network takes (not a
+    Box: a Tuple, a Dict), saying so."""
     supported = action_spaces(LOSSES.get(loss_name, key="loss.name"))
     if isinstance(action_space, supported):
         return
@@ -292,7 +298,12 @@ def check_action_space(loss_name: str, action_space: gymnasium.Space, env_node: 
     raise ConfigError(
         f"loss {loss_name!r} cannot act in env {env!r}: it needs "
         f"{' or '.join(t.__name__ for t in supported)} actions, the env has {action_space}. "
-        f"Algorithms for this env: {', '.join(able)}."
+        f"Algorithms for this env: {', '.join(able)}"
+        + (
+            f" (with a network that takes its observations, {observation_space}: the built-in ones take Box)."
+            if observation_space is not None and not isinstance(observation_space, gymnasium.spaces.Box)
+            else "."
+        )
     )
 
 

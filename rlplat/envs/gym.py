@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from rlplat.registry import ConfigError
 
@@ -25,7 +26,8 @@ def make_gym(
             (``rlplat-record``, ``trainer.record_every_frames``) set ``"rgb_array"``.
 
     Returns:
-        A single ``gymnasium.Env``.
+        A single ``gymnasium.Env``; one with Discrete observations (FrozenLake, Taxi,
+        CliffWalking) gives them one-hot (:func:`one_hot_observations`).
 
     Raises:
         ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``, or for a time
@@ -33,7 +35,8 @@ def make_gym(
     """
     check_time_limit(max_episode_steps, "the id's registered limit")
     try:
-        return gymnasium.make(id, max_episode_steps=max_episode_steps, render_mode=render_mode, **dict(kwargs or {}))
+        env = gymnasium.make(id, max_episode_steps=max_episode_steps, render_mode=render_mode, **dict(kwargs or {}))
+        return one_hot_observations(env)
     except gymnasium.error.Error as error:
         raise ConfigError(f"env.id={id!r}: {error}") from error
     except TypeError as error:
@@ -50,3 +53,16 @@ def check_time_limit(max_episode_steps: Any, otherwise: str) -> None:
         raise ConfigError(
             f"env.max_episode_steps={max_episode_steps!r}: must be an integer >= 1, or null for {otherwise}"
         )
+
+
+def one_hot_observations(env: gymnasium.Env) -> gymnasium.Env:
+    """``env`` with Discrete(n) observations given as one-hot float32 vectors ``[n]`` (a
+    Box in [0, 1]), as Stable-Baselines3 encodes them: the networks take Box observations;
+    any other env as it is."""
+    space = env.observation_space
+    if not isinstance(space, gymnasium.spaces.Discrete):
+        return env
+    n, start = int(space.n), int(space.start)
+    rows = np.eye(n, dtype=np.float32)
+    one_hot = gymnasium.spaces.Box(0.0, 1.0, (n,), np.float32)
+    return gymnasium.wrappers.TransformObservation(env, lambda state: rows[int(state) - start], one_hot)

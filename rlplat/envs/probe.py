@@ -7,6 +7,7 @@ and :func:`rlplat.build.build` probes it again for the spaces the networks need:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,11 +77,12 @@ def build_env(env_node: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{which} failed to build: {type(error).__name__}: {error}") from error
 
 
-def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
+def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasium.Space, gymnasium.Space]:
     """The single env's observation and action spaces, read from one probe env.
 
     Args:
         env_node: The resolved ``env`` node.
+        warn: Warn (on stderr) when the env has no time limit, so that evaluations may not end.
 
     Returns:
         ``(observation_space, action_space)``.
@@ -97,5 +99,11 @@ def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.
     if not isinstance(probe, gymnasium.Env):
         raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
     spaces = probe.observation_space, probe.action_space
+    if warn and probe.spec is not None and probe.spec.max_episode_steps is None:
+        print(
+            f"rlplat-train: warning: env {probe.spec.id!r} has no time limit: an evaluation of a policy that never "
+            "reaches an episode's end never ends; set env.max_episode_steps",
+            file=sys.stderr,
+        )
     probe.close()
     return spaces

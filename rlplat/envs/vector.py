@@ -224,17 +224,20 @@ def _float_tensor(array: np.ndarray) -> Tensor:
 
 
 _SCALARS = (bool, int, float, str, type(None))
+_NUMERIC = "biufc"
+"""numpy dtype kinds a tensor holds (bool, integers, floats, complex); a map of bytes (FrozenLake's
+``desc``) is a constant of the env, left out."""
 
 
 def _encode(value: Any) -> tuple[bool, Any]:
     """``(True, plain data)`` for a value a checkpoint can hold without pickled objects:
-    numbers, strings, None, numpy arrays and scalars (as tensors), numpy generators (their
+    numbers, strings, None, numeric numpy arrays and scalars (as tensors), numpy generators (their
     bit generator's state), and tuples/lists of these; ``(False, None)`` otherwise."""
     if isinstance(value, _SCALARS):
         return True, value
-    if isinstance(value, np.ndarray) and value.dtype != object:
+    if isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC:
         return True, {"ndarray": torch.from_numpy(value.copy())}
-    if isinstance(value, np.generic) and not isinstance(value, np.object_):
+    if isinstance(value, np.generic) and np.asarray(value).dtype.kind in _NUMERIC:
         return True, {"npscalar": torch.from_numpy(np.asarray(value).copy())}
     if isinstance(value, np.random.Generator):
         return True, {"generator": value.bit_generator.state}

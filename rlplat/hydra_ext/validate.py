@@ -200,7 +200,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     check_loggers(TrackingConfig.from_node(config.get("tracking", {})).also)
     check_seed(config.get("seed"))
     check_ranges(config)
-    env_spaces(config.get("env", {}))
+    env_spaces(config.get("env", {}), warn=True)
 
 
 def check_no_nan(node: Any, key: str = "") -> None:

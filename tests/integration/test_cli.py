@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import FRAME_ENVS, OFF_POLICY, TINY, cli
+from conftest import FRAME_ENVS, OFF_POLICY, TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
 
@@ -205,3 +205,15 @@ def test_a_relative_sqlite_store_is_recorded_absolutely_and_found_from_elsewhere
     result = cli("rlplat-train", f"resume={record.parent}", cwd=tmp_path / "b")  # the checkpoint's config names it too
     assert result.returncode == 0, result.stderr
     assert not (tmp_path / "b" / "rel").exists()
+
+
+@pytest.mark.parametrize(
+    "algo,env_id,tiny",
+    [("dqn", "FrozenLake-v1", TINY_OFF_POLICY), ("ppo", "Taxi-v4", TINY)],
+    ids=["dqn-frozenlake", "ppo-taxi"],
+)
+def test_toy_text_envs_with_discrete_observations_train_and_checkpoint(algo, env_id, tiny, tmp_path):
+    args = [f"algo={algo}", "env=gym", f"env.id={env_id}", *tiny, "tracking.enabled=false"]
+    result = cli("rlplat-train", *args, "checkpoint.every_frames=128", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "outputs").rglob("step_*.pt")) and list((tmp_path / "outputs").rglob("final.pt"))
