@@ -112,9 +112,18 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
             f"{key}={run_id!r}: no run with this id in {tracking_uri} (give a run id, a run directory or a "
             "checkpoint file; tracking.uri=... names another store)"
         ) from error
-    from rlplat.tags import RUN_DIR_TAG
+    from rlplat.tags import PARENT_TAG, RUN_DIR_TAG, SOURCE_RUN_TAG, SWEEP_TAG
 
     run_dir = run.data.tags.get(RUN_DIR_TAG)
+    if not run_dir and SWEEP_TAG in run.data.tags and PARENT_TAG not in run.data.tags:
+        sweep = run.data.tags[SWEEP_TAG]
+        raise ConfigError(
+            f"{key}={run_id!r} is a sweep's parent run, which has no checkpoint: give one of its jobs' runs, "
+            f"or resume the sweep with resume={sweep}"
+        )
+    if not run_dir and SOURCE_RUN_TAG in run.data.tags:
+        source = run.data.tags[SOURCE_RUN_TAG]
+        raise ConfigError(f"{key}={run_id!r} is an evaluation of run {source}, which has no checkpoint: give {source}")
     if not run_dir or not Path(run_dir).is_dir():
         raise ConfigError(f"{key}={run_id!r}: the run's directory {run_dir!r} is not on this machine")
     return Path(run_dir)

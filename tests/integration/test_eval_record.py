@@ -81,6 +81,11 @@ def test_eval_of_a_run_id_reproduces_the_runs_final_evaluation(trained, tmp_path
     assert printed(metrics["eval/return_mean"]) in row and printed(metrics["eval/return_max"]) in row
     assert evaluation.info.run_id in result.stdout
 
+    # the evaluation's own run id names no checkpoint: the message says whose run to give
+    again = cli("rlplat-eval", evaluation.info.run_id, f"tracking.uri={trained.store}", cwd=tmp_path)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert f"is an evaluation of run {trained.run_id}, which has no checkpoint: give {trained.run_id}" in again.stderr
+
 
 @pytest.mark.parametrize("given", ["run_dir", "checkpoint"])
 def test_eval_of_a_run_directory_or_checkpoint_records_in_the_source_runs_store(given, trained, tmp_path):
