@@ -54,6 +54,8 @@ def test_csv_and_tensorboard_hold_the_metrics_mlflow_holds(tmp_path, store):
     }
     table, events = _csv(run_dir / "metrics.csv"), _tensorboard(run_dir / "tensorboard")
     assert {"eval/return_mean", "loss/objective", "time/fps", "time/startup_s"} <= set(mlflow)
+    # the resume's downtime is MLflow's alone: logged at a step the files hold already
+    assert mlflow.pop("time/downtime_s")
     assert set(table) == set(mlflow) == set(events)
     for key, steps in mlflow.items():
         assert table[key] == pytest.approx(steps, rel=1e-12), key  # MLflow keeps doubles, so does the CSV
@@ -114,6 +116,8 @@ def test_a_resumed_run_appends_to_the_files_without_writing_a_step_twice(tmp_pat
         mlflow[key] = dict(history)
     table, events = _csv(tmp_path / "run" / "metrics.csv"), _tensorboard(tmp_path / "run" / "tensorboard")
     assert sorted(table["time/fps"]) == list(range(256, 2049, 256))  # every rollout once, before and after
+    # the resume's downtime is MLflow's alone: logged at a step the files hold already
+    assert mlflow.pop("time/downtime_s")
     assert set(table) == set(mlflow) == set(events)
     for key, steps in mlflow.items():
         assert table[key] == pytest.approx(steps, rel=1e-12), key

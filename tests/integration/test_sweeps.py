@@ -196,10 +196,15 @@ def test_bad_sweep_config_exits_2_with_one_message_and_leaves_no_run(args, needl
     assert not list((tmp_path / "outputs").rglob("*.pt"))
 
 
+def optuna_sweep(tmp_path, store, env: str, space: str, *args: str):
+    """``rlplat-train -m`` of a small PPO Optuna sweep over ``space`` on ``env``, recorded in ``store``."""
+    sweep = ["algo=ppo", f"env={env}", "hydra/sweeper=rlplat_optuna", space, *args]
+    return cli("rlplat-train", "-m", *sweep, "trainer.eval_episodes=2", f"tracking.uri={store}", cwd=tmp_path)
+
+
 def test_an_optuna_search_space_given_on_the_command_line_alone_is_searched(tmp_path, store):
-    args = ["algo=ppo", "env=pendulum", "hydra/sweeper=rlplat_optuna", "optim.lr=tag(log, interval(1e-4, 3e-3))"]
-    args += ["hydra.sweeper.n_trials=2", "trainer.total_frames=1024", "trainer.eval_episodes=2"]
-    result = cli("rlplat-train", "-m", *args, "collector.steps_per_env=128", f"tracking.uri={store}", cwd=tmp_path)
+    args = ["hydra.sweeper.n_trials=2", "trainer.total_frames=1024", "collector.steps_per_env=128"]
+    result = optuna_sweep(tmp_path, store, "pendulum", "optim.lr=tag(log, interval(1e-4, 3e-3))", *args)
     assert result.returncode == 0, result.stderr
     _, parent, children = sweep_runs(store)
     assert len(children) == 2 and parent.info.status == "FINISHED"
@@ -208,10 +213,9 @@ def test_an_optuna_search_space_given_on_the_command_line_alone_is_searched(tmp_
 
 
 def test_an_optuna_sweep_that_minimizes_ranks_its_jobs_and_groups_lowest_first(tmp_path, store):
-    args = ["algo=ppo", "env=pendulum", "hydra/sweeper=rlplat_optuna", "optim.lr=tag(log, interval(1e-4, 3e-3))"]
-    args += ["hydra.sweeper.n_trials=3", "hydra.sweeper.direction=minimize", "hydra.sweeper.sampler.seed=0"]
-    args += ["trainer.total_frames=1024", "trainer.eval_episodes=2", "collector.steps_per_env=128"]
-    result = cli("rlplat-train", "-m", *args, f"tracking.uri={store}", cwd=tmp_path)
+    args = ["hydra.sweeper.n_trials=3", "hydra.sweeper.direction=minimize", "hydra.sweeper.sampler.seed=0"]
+    args += ["trainer.total_frames=1024", "collector.steps_per_env=128"]
+    result = optuna_sweep(tmp_path, store, "pendulum", "optim.lr=tag(log, interval(1e-4, 3e-3))", *args)
     assert result.returncode == 0, result.stderr
     _, parent, children = sweep_runs(store)
     values = {c.info.run_id: c.data.metrics["eval/return_mean"] for c in children}
@@ -556,8 +560,7 @@ def test_a_sweep_on_a_relative_sqlite_store_nests_its_jobs(tmp_path):
 
 
 def test_an_optuna_sweep_whose_every_trial_fails_says_so_in_one_line(tmp_path, store):
-    args = ["algo=ppo", "env=cartpole", "hydra/sweeper=rlplat_optuna", "loss.gamma=interval(1.1, 1.5)"]
-    result = cli("rlplat-train", "-m", *args, "hydra.sweeper.n_trials=2", f"tracking.uri={store}", cwd=tmp_path)
+    result = optuna_sweep(tmp_path, store, "cartpole", "loss.gamma=interval(1.1, 1.5)", "hydra.sweeper.n_trials=2")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "rlplat-train: error: Optuna study" in result.stderr and "no trial completed (2 fail)" in result.stderr
     _, parent, children = sweep_runs(store)
@@ -565,9 +568,8 @@ def test_an_optuna_sweep_whose_every_trial_fails_says_so_in_one_line(tmp_path, s
 
 
 def test_optuna_trials_refused_before_their_run_count_as_failed_jobs(tmp_path, store):
-    args = ["algo=ppo", "env=cartpole", "hydra/sweeper=rlplat_optuna", "loss.gamma=choice(0.9, 1.5)"]
-    args += ["hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.seed=1", "trainer.total_frames=1024"]
-    result = cli("rlplat-train", "-m", *args, "trainer.eval_episodes=2", f"tracking.uri={store}", cwd=tmp_path)
+    args = ["hydra.sweeper.n_trials=4", "hydra.sweeper.sampler.seed=1", "trainer.total_frames=1024"]
+    result = optuna_sweep(tmp_path, store, "cartpole", "loss.gamma=choice(0.9, 1.5)", *args)
     assert result.returncode == 0, result.stderr
     _, parent, children = sweep_runs(store)
     refused = int(parent.data.metrics["optuna/fail"])
