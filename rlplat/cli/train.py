@@ -13,6 +13,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -189,7 +190,7 @@ def task(cfg: DictConfig) -> float:
         code = error.code if isinstance(error, SystemExit) else 130
         if not local_worker or code not in (130, 143):
             raise
-        stop_sweep("SIGINT" if code == 130 else "SIGTERM")
+        stop_sweep(signal.Signals(code - 128).name)  # the signal whose exit status it is
         return math.nan
 
 
