@@ -48,12 +48,26 @@ def collect_after_start_up() -> None:
     gc.disable()
 
 
+_start_up_over = False
+
+STOPPED_IN_START_UP = "rlplat-train: stopped by SIGINT during start-up, before training: nothing recorded"
+"""What a run stopped by Ctrl-C before training (:func:`in_start_up`) prints."""
+
+
 def start_up_done() -> None:
-    """Exempt the objects alive now (modules, config, built parts) from every later
-    collection (``gc.freeze``) and let the collector run again, for what the command
-    creates from now on."""
+    """Mark the start-up over (training starts): exempt the objects alive now (modules,
+    config, built parts) from every later collection (``gc.freeze``) and let the collector
+    run again, for what the command creates from now on."""
+    global _start_up_over
+    _start_up_over = True
     gc.freeze()
     gc.enable()
+
+
+def in_start_up() -> bool:
+    """Whether this process has not yet started training (:func:`start_up_done`): a signal
+    now stops a run that has recorded nothing (its MLflow run begins with training)."""
+    return not _start_up_over
 
 
 @contextlib.contextmanager

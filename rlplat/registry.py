@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, EntryPoints, entry_points
@@ -214,7 +214,15 @@ class Registry:
         entry = self._entries.get(name)
         return None if entry is None else entry.distribution
 
-    def build(self, key: str, node: Mapping[str, Any], *args: Any, protocol: type | None = None, **extra: Any) -> Any:
+    def build(
+        self,
+        key: str,
+        node: Mapping[str, Any],
+        *args: Any,
+        protocol: type | None = None,
+        also_valid: Sequence[str] = (),
+        **extra: Any,
+    ) -> Any:
         """Build the entry named by ``node["name"]`` with the node's other keys as kwargs.
 
         Args:
@@ -223,6 +231,8 @@ class Registry:
             *args: Positional arguments rlplat supplies (not settable from YAML).
             protocol: A ``typing.Protocol`` the built object must implement, checked by
                 :func:`check_conforms`; None checks nothing.
+            also_valid: Keys of the node that rlplat reads itself and took out of it before
+                (``optim.max_grad_norm``), named among the valid keys of a message.
             **extra: Keyword arguments rlplat supplies (not settable from YAML).
 
         Raises:
@@ -235,7 +245,8 @@ class Registry:
             raise ConfigError(f"{key} has no 'name'. Valid names: {', '.join(self.names())}.")
         kwargs = {k: v for k, v in node.items() if k != "name"}
         target = self.get(node["name"], key=f"{key}.name" if key != self.kind else key)
-        check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys(), entry=str(node["name"]))
+        entry = str(node["name"])
+        check_kwargs(key, target, kwargs, supplied=len(args), reserved=extra.keys(), entry=entry, also_valid=also_valid)
         built = target(*args, **kwargs, **extra)
         if protocol is not None:
             name = node["name"]
@@ -250,6 +261,7 @@ def check_kwargs(
     supplied: int = 0,
     reserved: Iterable[str] = (),
     entry: str | None = None,
+    also_valid: Sequence[str] = (),
 ) -> None:
     """Check ``kwargs`` against ``target``'s signature, in the user's terms.
 
@@ -261,6 +273,8 @@ def check_kwargs(
         reserved: Keyword parameters rlplat fills in itself.
         entry: The registry name of ``target``, named in the message (e.g. a key that an algo
             preset set for another network).
+        also_valid: Keys of the node rlplat reads itself, listed among the valid keys (and
+            suggested for a misspelling), never passed to ``target``.
 
     Raises:
         ConfigError: naming an unknown key with the valid keys and the closest, or a missing
@@ -270,7 +284,7 @@ def check_kwargs(
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     named = [p for p in params if p.kind in positional + (inspect.Parameter.KEYWORD_ONLY,)]
     settable = [p for p in named[supplied:] if p.name not in set(reserved)]
-    valid = [p.name for p in settable]
+    valid = [p.name for p in settable] + list(also_valid)
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         for name, value in kwargs.items():
             if name not in valid:

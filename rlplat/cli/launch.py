@@ -14,21 +14,39 @@ from __future__ import annotations
 
 import sys
 
-from rlplat.command_line import collect_after_start_up, skip_final_collection, starts_one_run
+from rlplat.command_line import (
+    STOPPED_IN_START_UP,
+    collect_after_start_up,
+    in_start_up,
+    skip_final_collection,
+    starts_one_run,
+)
 
 
 def main() -> None:
-    """Console entry point of ``rlplat-train``: :func:`rlplat.cli.train.main`."""
+    """Console entry point of ``rlplat-train``: :func:`rlplat.cli.train.main`.
+
+    Ctrl-C during a new run's start-up (imports, composition, the build), before its MLflow
+    run begins, stops it with one line and exit status 130; its run directory is removed
+    (:func:`rlplat.cli.train.task`). Once training has started, a signal stops the run
+    after its rollout (:mod:`rlplat.cli.run`)."""
     skip_final_collection()
     tracker = None
-    if starts_one_run(sys.argv[1:]):
+    args = sys.argv[1:]
+    if starts_one_run(args):
         collect_after_start_up()  # until training starts (rlplat.cli.run.run_training)
         from rlplat.tracking.process import TrackerProcess
 
         tracker = TrackerProcess.spare()
-    from rlplat.cli.train import main as train
+    try:
+        from rlplat.cli.train import main as train
 
-    train(tracker)
+        train(tracker)
+    except KeyboardInterrupt:
+        if not (starts_one_run(args) and in_start_up()):
+            raise  # a sweep stops as Hydra's launcher does; a resume of a run says so itself
+        print(STOPPED_IN_START_UP, file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

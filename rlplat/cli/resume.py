@@ -24,8 +24,10 @@ from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.clock import job_start
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
+from rlplat.command_line import STOPPED_IN_START_UP, in_start_up
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
+from rlplat.settings import absolute_sqlite_uri
 from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, ParentRun
 from rlplat.tags import JOB_TAG, PARENT_TAG, RESTARTED_TAG
 
@@ -37,11 +39,19 @@ def main(args: list[str]) -> int:
     try:
         options = _parse(args)
         target = options["resume"]
-        uri = options.get("tracking.uri") or default_tracking_uri()
+        given = options.get("tracking.uri")
         if (Path(target) / SWEEP_FILE).is_file():
+            jobs = [job for job in Path(target).iterdir() if job.is_dir()]
+            _refuse_other_store(given, target, {r["tracking_uri"] for job in jobs if (r := read_run_file(job))})
             return resume_sweep(Path(target))
         _refuse_optuna_sweep(Path(target))
-        resume_run(target, uri)
+        try:
+            resume_run(target, given or default_tracking_uri(), given_uri=given)
+        except KeyboardInterrupt:  # before training: the run and its directory are as they were
+            if not in_start_up():
+                raise
+            print(STOPPED_IN_START_UP, file=sys.stderr)
+            return 130
         return 0
     except (ConfigError, PluginError) as error:
         print(f"rlplat-train: error: {error}", file=sys.stderr)
@@ -80,12 +90,30 @@ def _warn(message: str) -> None:
     print(f"rlplat-train: warning: {message}", file=sys.stderr)
 
 
-def resume_run(target: str, tracking_uri: str) -> None:
+def _refuse_other_store(given: str | None, target: str, stores: set[str]) -> None:
+    """Raise ConfigError when ``tracking.uri`` was given with a directory whose runs are
+    recorded in ``stores`` and it names none of them: a run directory's run (a sweep's jobs)
+    goes on in the store it was recorded in; ``tracking.uri=`` says where to find a run id."""
+    if given is None or not stores or absolute_sqlite_uri(given) in stores:
+        return
+    raise ConfigError(
+        f"tracking.uri={given!r}: resume={target!r} goes on in the store it was recorded in "
+        f"({', '.join(sorted(stores))}); tracking.uri= only says where to find a run id: leave it out"
+    )
+
+
+def resume_run(target: str, tracking_uri: str, given_uri: str | None = None) -> None:
     """Continue one run from its newest readable checkpoint.
+
+    Args:
+        target: A run id (looked up in ``tracking_uri``), a run directory or a checkpoint.
+        tracking_uri: The store of a run id.
+        given_uri: ``tracking.uri`` as given on the command line (None: not given); for a
+            directory it must name the store the run was recorded in.
 
     Raises:
         ConfigError: for an unknown run, a directory without checkpoints or a checkpoint
-            that cannot be read.
+            that cannot be read; for a ``given_uri`` that is not the run directory's store.
         SystemExit: 130 or 143 when a signal stops it again (see :mod:`rlplat.cli.run`).
     """
     from omegaconf import OmegaConf
@@ -103,6 +131,9 @@ def resume_run(target: str, tracking_uri: str) -> None:
     config = located.state["config"]
     built = build(OmegaConf.create(dict(config)))
     try:
+        if Path(target).exists() and built.tracking.enabled:  # not a run id: the store is the record's, or the config's
+            stores = {read_run_file(located.run_dir).get("tracking_uri") or built.tracking.uri}
+            _refuse_other_store(given_uri, target, stores)
         try:  # before anything is recorded: a checkpoint that does not fit leaves its run as it was
             load_parts_state(built.parts, located.state)
         except CheckpointError as error:

@@ -30,7 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
 from rlplat import __version__, torch_libraries
 from rlplat.cli.clock import job_start
-from rlplat.command_line import is_multirun, is_resume, prints_only, starts_one_run
+from rlplat.command_line import in_start_up, is_multirun, is_resume, prints_only, starts_one_run
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config
@@ -157,8 +157,9 @@ def task(cfg: DictConfig) -> float:
 
     The composed config is checked first, before torch is imported
     (:func:`rlplat.hydra_ext.validate.check_config`). Bad input removes the run directory
-    Hydra made; in a single run it is reported as one line with exit status 2, in a sweep
-    the job fails and the sweeper decides about the rest.
+    Hydra made (:func:`remove_run_dir`); in a single run it is reported as one line with exit
+    status 2, in a sweep the job fails and the sweeper decides about the rest. Ctrl-C before
+    a single run's training removes it too (:func:`rlplat.cli.launch.main` reports it).
     """
     restore_full_error()
     hydra_cfg = HydraConfig.get()
@@ -166,6 +167,7 @@ def task(cfg: DictConfig) -> float:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
+    log_name = f"{hydra_cfg.job.name}.log"  # Hydra's log of the job, in its run directory
     started = job_start()
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
     if local_worker:
@@ -179,7 +181,7 @@ def task(cfg: DictConfig) -> float:
         check_config(cfg, list(hydra_cfg.overrides.task))
         return train(cfg, output_dir, command, started, run_start=time.time() if multirun else None)
     except (ConfigError, PluginError) as error:
-        remove_run_dir(output_dir, multirun)  # nothing half-written
+        remove_run_dir(output_dir, multirun, log_name)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         fail(error)
@@ -188,20 +190,31 @@ def task(cfg: DictConfig) -> float:
         # parallel worker the job returns, since joblib would kill the other workers on an
         # exception before their jobs have checkpointed; the main process exits once all returned
         code = error.code if isinstance(error, SystemExit) else 130
+        if isinstance(error, KeyboardInterrupt) and not multirun and in_start_up():
+            remove_run_dir(output_dir, multirun, log_name)  # before training: no MLflow run exists yet
         if not local_worker or code not in (130, 143):
             raise
         stop_sweep(signal.Signals(code - 128).name)  # the signal whose exit status it is
         return math.nan
 
 
-def remove_run_dir(output_dir: Path, multirun: bool) -> None:
-    """Remove a run's directory and, in a single run, the parents Hydra made for it that are
-    left empty (``outputs/runs/<date>``), up to the current directory."""
-    shutil.rmtree(output_dir, ignore_errors=True)
+def remove_run_dir(output_dir: Path, multirun: bool, log_name: str) -> None:
+    """Remove a job's run directory when it holds only what Hydra wrote for the job (``.hydra/``
+    and the job's log ``log_name``) and, in a single run, the parents Hydra made for it that
+    are left empty (``outputs/runs/<date>``), up to the current directory.
+
+    A directory holding anything else (``hydra.run.dir`` naming a directory of the user's, or
+    an earlier run's) keeps all it holds, and the current directory or one above it stays."""
+    run_dir = output_dir.resolve()
+    if not run_dir.is_dir() or any(entry.name not in (".hydra", log_name) for entry in run_dir.iterdir()):
+        return
+    cwd = Path.cwd().resolve()
+    if run_dir == cwd or run_dir in cwd.parents:
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
     if multirun:
         return  # the sweep's directory holds the other jobs
-    cwd = Path.cwd().resolve()
-    for parent in output_dir.resolve().parents:
+    for parent in run_dir.parents:
         if parent == cwd or cwd not in parent.parents:
             break
         try:

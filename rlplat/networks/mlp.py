@@ -111,8 +111,10 @@ class MLP(nn.Module):
         if activation not in ACTIVATIONS:
             raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
         sizes = [int(np.prod(observation_space.shape)), *hidden_sizes, out_features]
-        if min(sizes[1:]) < 1:
+        if min(sizes[1:-1], default=1) < 1:
             raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
+        if out_features < 1:  # the loss's torso width (loss.features)
+            raise ConfigError(f"loss.features={out_features}: must be >= 1")
         layers: list[nn.Module] = [nn.Flatten(start_dim=1)]
         for n_in, n_out in zip(sizes[:-1], sizes[1:]):
             linear = nn.Linear(n_in, n_out)

@@ -368,7 +368,7 @@ def _unit(label: str, groups: tuple[str, ...], settings: dict[str, Any], params:
     if getattr(entry, "elementwise", False):
         stepped, grads = flatten_parameters(params)
     try:
-        optimizer = OPTIMIZERS.build(key, settings, stepped)
+        optimizer = OPTIMIZERS.build(key, settings, stepped, also_valid=(GRAD_CLIP_KEY,))
     except SettingError as error:  # named under optim.; this unit's node may be a group's
         raise error.at(key) from None
     param_groups = list(optimizer.param_groups)

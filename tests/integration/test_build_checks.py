@@ -51,6 +51,12 @@ MISMATCHES = [
         ["algo=ppo", "env=cartpole", "optim.actor.lrr=0.001"],
         "optim.actor.lrr=0.001: optim.actor 'adam' has no key 'lrr'",
     ),
+    (["algo=sac", "env=pendulum", "loss.features=0"], "loss.features=0: must be >= 1"),  # not network.hidden_sizes
+    (  # rlplat's own key is among the valid ones
+        ["algo=ppo", "env=cartpole", "optim.max_grad_nrom=0.5"],
+        "optim.max_grad_nrom=0.5: optim 'adam' has no key 'max_grad_nrom'. Valid keys: name, lr, eps, betas, "
+        "weight_decay, fused, max_grad_norm. Did you mean 'max_grad_norm'?",
+    ),
     (
         ["algo=td3", "env=pendulum", "optim.critic.max_grad_norm=-1"],
         "optim.critic.max_grad_norm=-1: must be a number > 0, or null to not clip",
@@ -90,6 +96,20 @@ def test_mismatch_stops_before_any_run_with_one_message(args, message, tmp_path,
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.*"))
     assert not (tmp_path / "mlflow.db").exists()  # the store was never opened: no run exists
+
+
+def test_bad_input_leaves_a_run_directory_that_holds_the_users_files(tmp_path, store):
+    """hydra.run.dir naming a directory of the user's: bad input removes what the command made
+    there, never the directory and what it held (it used to remove the whole directory)."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("kept\n")
+    bad = ["algo=ppo", "env=cartpole", "loss.gamma=7", f"tracking.uri={store}"]
+    result = cli("rlplat-train", *bad, "hydra.run.dir=mine", cwd=tmp_path)
+    assert result.returncode == 2 and "loss.gamma=7: must be in [0, 1]" in result.stderr, result.stderr
+    assert (mine / "notes.txt").read_text() == "kept\n"
+    result = cli("rlplat-train", *bad, "hydra.run.dir=.", cwd=mine)
+    assert result.returncode == 2 and mine.is_dir() and (mine / "notes.txt").is_file()
 
 
 def test_a2c_with_fewer_envs_than_its_preset_trains(tmp_path, store):

@@ -20,6 +20,7 @@ import torch
 from conftest import BIN, TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
+from rlplat.command_line import STOPPED_IN_START_UP
 from rlplat.report.runs import read_curves
 from rlplat.tracking.store import store_lock
 
@@ -219,6 +220,47 @@ def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, 
     [curve] = read_curves(client, [(run, "ppo", "")], "eval/return_mean")
     assert curve.wall_seconds == pytest.approx((run.info.end_time - run.info.start_time) / 1000 - down.value)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "time/startup_s")] == [0]  # not again
+
+
+def test_ctrl_c_during_start_up_stops_with_one_line_and_leaves_things_as_they_were(tmp_path, store):
+    """Ctrl-C before training: a new run records nothing and leaves no run directory behind;
+    a resume leaves its run KILLED and its checkpoints as they were."""
+    process = start([*PPO, f"tracking.uri={store}"], tmp_path)
+    wait_for(tmp_path / "outputs", "train.log", process)  # Hydra made the run directory
+    time.sleep(0.1)  # past Hydra, into the job's start-up (torch's imports and the build take longer)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert (process.returncode, stderr.strip()) == (130, STOPPED_IN_START_UP)
+    assert not (tmp_path / "outputs").exists()
+    client = MlflowClient(tracking_uri=store)
+    assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+    process = start([*PPO, f"tracking.uri={store}"], tmp_path)
+    wait_for_checkpoint(tmp_path, process)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    _, run = only_run(store)
+    checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outputs").rglob("*.pt"))
+    resume = start([f"resume={run.info.run_id}", f"tracking.uri={store}"], tmp_path)
+    assert resume.stderr is not None
+    lines = [resume.stderr.readline()]
+    while not lines[-1].startswith("rlplat-train: resuming"):  # its checkpoint loaded; its run not yet reopened
+        assert lines[-1], lines
+        lines.append(resume.stderr.readline())
+    resume.send_signal(signal.SIGINT)
+    _, stderr = resume.communicate(timeout=60)
+    assert (resume.returncode, stderr.strip()) == (130, STOPPED_IN_START_UP)
+    assert only_run(store)[1].info.status == "KILLED"
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (tmp_path / "outputs").rglob("*.pt")) == checkpoints
+
+    # a run directory goes on in the store it was recorded in: another tracking.uri is refused, not ignored
+    [run_dir] = {p.parent.parent for p in (tmp_path / "outputs").rglob("step_*.pt")}
+    result = cli("rlplat-train", f"resume={run_dir}", "tracking.uri=sqlite:///other.db", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"rlplat-train: error: tracking.uri='sqlite:///other.db': resume={str(run_dir)!r} goes on in the store it "
+        f"was recorded in ({store}); tracking.uri= only says where to find a run id: leave it out"
+    )
+    assert not (tmp_path / "other.db").exists() and only_run(store)[1].info.status == "KILLED"
 
 
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, store):
