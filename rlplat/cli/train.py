@@ -167,7 +167,7 @@ def task(cfg: DictConfig) -> float:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
-    log_name = f"{hydra_cfg.job.name}.log"  # Hydra's log of the job, in its run directory
+    before = entries_before(output_dir, f"{hydra_cfg.job.name}.log")  # kept by remove_run_dir
     started = job_start()
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
     if local_worker:
@@ -181,7 +181,7 @@ def task(cfg: DictConfig) -> float:
         check_config(cfg, list(hydra_cfg.overrides.task))
         return train(cfg, output_dir, command, started, run_start=time.time() if multirun else None)
     except (ConfigError, PluginError) as error:
-        remove_run_dir(output_dir, multirun, log_name)  # nothing half-written
+        remove_run_dir(output_dir, multirun, before)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         fail(error)
@@ -191,25 +191,38 @@ def task(cfg: DictConfig) -> float:
         # exception before their jobs have checkpointed; the main process exits once all returned
         code = error.code if isinstance(error, SystemExit) else 130
         if isinstance(error, KeyboardInterrupt) and not multirun and in_start_up():
-            remove_run_dir(output_dir, multirun, log_name)  # before training: no MLflow run exists yet
+            remove_run_dir(output_dir, multirun, before)  # before training: no MLflow run exists yet
         if not local_worker or code not in (130, 143):
             raise
         stop_sweep(signal.Signals(code - 128).name)  # the signal whose exit status it is
         return math.nan
 
 
-def remove_run_dir(output_dir: Path, multirun: bool, log_name: str) -> None:
-    """Remove a job's run directory when it holds only what Hydra wrote for the job (``.hydra/``
-    and the job's log ``log_name``) and, in a single run, the parents Hydra made for it that
-    are left empty (``outputs/runs/<date>``), up to the current directory.
+def entries_before(output_dir: Path, log_name: str) -> set[str]:
+    """The names in a job's run directory as the job starts, other than what Hydra wrote for
+    it (``.hydra/``, the job's log ``log_name``): a directory of the user's, or an earlier
+    run's, that ``hydra.run.dir`` named (:func:`remove_run_dir` keeps them)."""
+    return {entry.name for entry in output_dir.iterdir()} - {".hydra", log_name} if output_dir.is_dir() else set()
 
-    A directory holding anything else (``hydra.run.dir`` naming a directory of the user's, or
-    an earlier run's) keeps all it holds, and the current directory or one above it stays."""
+
+def remove_run_dir(output_dir: Path, multirun: bool, before: set[str]) -> None:
+    """Remove what a job wrote in its run directory: the whole directory when it held nothing
+    else as the job started (``before`` empty, see :func:`entries_before`) and, in a single
+    run, the parents Hydra made for it that are left empty (``outputs/runs/<date>``), up to the
+    current directory; else only the entries the job added, keeping ``before`` and Hydra's
+    files. The current directory and those above it are never removed."""
     run_dir = output_dir.resolve()
-    if not run_dir.is_dir() or any(entry.name not in (".hydra", log_name) for entry in run_dir.iterdir()):
+    if not run_dir.is_dir():
         return
     cwd = Path.cwd().resolve()
-    if run_dir == cwd or run_dir in cwd.parents:
+    if before or run_dir == cwd or run_dir in cwd.parents:
+        for entry in run_dir.iterdir():
+            if entry.name in before or entry.name == ".hydra" or entry.suffix == ".log":
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
         return
     shutil.rmtree(run_dir, ignore_errors=True)
     if multirun:

@@ -62,6 +62,8 @@ def start(args: list[str], cwd: Path, new_session: bool = False, **env: str) -> 
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=new_session,
+        # Ctrl-C as in a terminal: a test runner started in the background passes SIGINT on ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
