@@ -167,7 +167,8 @@ def task(cfg: DictConfig) -> float:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     args = hydra_cfg.overrides.task if multirun else sys.argv[1:]  # multirun: the job's own command
     command = shlex.join(["rlplat-train", *map(unroute, args)])
-    before = entries_before(output_dir, f"{hydra_cfg.job.name}.log")  # kept by remove_run_dir
+    hydra_files = (".hydra", f"{hydra_cfg.job.name}.log")  # what Hydra wrote for the job
+    before = entries_before(output_dir, hydra_files)  # kept by remove_run_dir
     started = job_start()
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
     if local_worker:
@@ -181,7 +182,7 @@ def task(cfg: DictConfig) -> float:
         check_config(cfg, list(hydra_cfg.overrides.task))
         return train(cfg, output_dir, command, started, run_start=time.time() if multirun else None)
     except (ConfigError, PluginError) as error:
-        remove_run_dir(output_dir, multirun, before)  # nothing half-written
+        remove_run_dir(output_dir, multirun, before, hydra_files)  # nothing half-written
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
             raise  # in a sweep: this job fails, the sweeper decides about the rest
         fail(error)
@@ -191,33 +192,33 @@ def task(cfg: DictConfig) -> float:
         # exception before their jobs have checkpointed; the main process exits once all returned
         code = error.code if isinstance(error, SystemExit) else 130
         if isinstance(error, KeyboardInterrupt) and not multirun and in_start_up():
-            remove_run_dir(output_dir, multirun, before)  # before training: no MLflow run exists yet
+            remove_run_dir(output_dir, multirun, before, hydra_files)  # before training: no MLflow run exists yet
         if not local_worker or code not in (130, 143):
             raise
         stop_sweep(signal.Signals(code - 128).name)  # the signal whose exit status it is
         return math.nan
 
 
-def entries_before(output_dir: Path, log_name: str) -> set[str]:
-    """The names in a job's run directory as the job starts, other than what Hydra wrote for
-    it (``.hydra/``, the job's log ``log_name``): a directory of the user's, or an earlier
+def entries_before(output_dir: Path, hydra_files: tuple[str, ...]) -> set[str]:
+    """The names in a job's run directory as the job starts, other than ``hydra_files`` (what
+    Hydra wrote for it: ``.hydra/``, the job's log): a directory of the user's, or an earlier
     run's, that ``hydra.run.dir`` named (:func:`remove_run_dir` keeps them)."""
-    return {entry.name for entry in output_dir.iterdir()} - {".hydra", log_name} if output_dir.is_dir() else set()
+    return {entry.name for entry in output_dir.iterdir()} - set(hydra_files) if output_dir.is_dir() else set()
 
 
-def remove_run_dir(output_dir: Path, multirun: bool, before: set[str]) -> None:
+def remove_run_dir(output_dir: Path, multirun: bool, before: set[str], hydra_files: tuple[str, ...]) -> None:
     """Remove what a job wrote in its run directory: the whole directory when it held nothing
     else as the job started (``before`` empty, see :func:`entries_before`) and, in a single
     run, the parents Hydra made for it that are left empty (``outputs/runs/<date>``), up to the
-    current directory; else only the entries the job added, keeping ``before`` and Hydra's
-    files. The current directory and those above it are never removed."""
+    current directory; else only the entries the job added, keeping ``before`` and
+    ``hydra_files``. The current directory and those above it are never removed."""
     run_dir = output_dir.resolve()
     if not run_dir.is_dir():
         return
     cwd = Path.cwd().resolve()
     if before or run_dir == cwd or run_dir in cwd.parents:
         for entry in run_dir.iterdir():
-            if entry.name in before or entry.name == ".hydra" or entry.suffix == ".log":
+            if entry.name in before or entry.name in hydra_files:
                 continue
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
