@@ -101,7 +101,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
     from rlplat.trainer import Interrupted, NonFiniteError, StopRequest, Trainer
 
     stop = StopRequest()
-    stop.signal = sweep_stopped_by()  # a parallel launcher's job that a signal reached as it started stops at once
+    stop.signal = sweep_stopped_by()  # a sweep's job that a signal reached in its start-up stops at once
     try:
         with (
             long_lived_objects_frozen(),

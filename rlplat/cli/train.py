@@ -36,7 +36,9 @@ from rlplat.hydra_ext import register_group_options, register_hydra_plugins, rou
 from rlplat.hydra_ext.validate import check_command_line, check_config
 from rlplat.registry import ConfigError, PluginError
 from rlplat.sweep.runs import (
+    exit_status,
     runs_in_local_workers,
+    runs_in_this_process,
     stop_sweep,
     sweep_directory,
     sweep_stopped_by,
@@ -173,10 +175,12 @@ def task(cfg: DictConfig) -> float:
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
     if local_worker:
         wait_for_the_jobs_on_signals()  # a signal between this worker's jobs: it starts no more
-    if local_worker and (stopped := sweep_stopped_by()) is not None:
+    if (local_worker or multirun and runs_in_this_process(hydra_cfg)) and (stopped := sweep_stopped_by()) is not None:
         sweep_dir = sweep_directory(hydra_cfg)
         print(f"rlplat-train: job {hydra_cfg.job.num} not started: {stopped} stopped the sweep "
               f"(rlplat-train resume={shlex.quote(sweep_dir)} starts it)", file=sys.stderr)  # fmt: skip
+        if not local_worker:  # the basic launcher's: the sweep ends now, launching no further job
+            raise SystemExit(exit_status(stopped))
         return math.nan
     try:
         check_config(cfg, list(hydra_cfg.overrides.task))

@@ -35,6 +35,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from rlplat.command_line import start_up_done
 from rlplat.hydra_ext.compose import activate_hydra_config
 from rlplat.hydra_ext.overrides import unroute
 from rlplat.registry import ConfigError
@@ -52,6 +53,7 @@ from rlplat.sweep.runs import (
     jobs_without_run,
     log_to_active_parent,
     runs_in_local_workers,
+    runs_in_this_process,
     set_active_parent,
     started_job_tags,
     sweep_directory,
@@ -169,11 +171,24 @@ class MlflowSweep(Callback):
 
     # main process -----------------------------------------------------------------------
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Check the sweeper's config (exit 2 with one line when bad), then start the parent run."""
+        """Check the sweeper's config (exit 2 with one line when bad), then start the parent run.
+
+        From here on, where the jobs run in this process or in local workers, SIGINT and
+        SIGTERM are recorded rather than raised (:func:`wait_for_the_jobs_on_signals`): one
+        that comes while the parent run is created stops the sweep before any job starts, with
+        one line and exit status 130 or 143, the parent run ended KILLED. Before, the command has recorded nothing:
+        Ctrl-C stops it with one line (:func:`rlplat.cli.launch.main`)."""
         activate_hydra_config(config)  # so that ${hydra:runtime.cwd} in tracking.* resolves
         try:
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
             check_launcher(config)
+        except ConfigError as error:
+            print(f"rlplat-train: error: {error}", file=sys.stderr)
+            sys.exit(2)
+        if runs_in_local_workers(config.hydra) or runs_in_this_process(config.hydra):
+            wait_for_the_jobs_on_signals(main_process=True)
+        start_up_done()  # the sweep records from here
+        try:
             self.parent = _start_parent(config)  # a store that cannot be used: one message (Hydra only warns)
         except ConfigError as error:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
@@ -182,8 +197,10 @@ class MlflowSweep(Callback):
         if self.parent is not None:
             set_active_parent(self.parent)
             atexit.register(_end_if_abandoned)
-        if runs_in_local_workers(config.hydra):
-            wait_for_the_jobs_on_signals(main_process=True)
+        if (stopped := sweep_stopped_by()) is not None:  # while the parent run was created
+            recorded = "nothing recorded" if self.parent is None else f"its parent run {self.parent.run_id} ends KILLED"
+            print(f"rlplat-train: stopped by {stopped} before the sweep's first job: {recorded}", file=sys.stderr)
+            raise SystemExit(exit_status(stopped))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Print the job table, log it and the best job on the parent run, end the parent

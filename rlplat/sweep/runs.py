@@ -41,6 +41,7 @@ __all__ = [
     "jobs_without_run",
     "sweep_stopped_by",
     "runs_in_local_workers",
+    "runs_in_this_process",
     "wait_for_the_jobs_on_signals",
     "exit_status",
     "JOBLIB_LAUNCHER",
@@ -135,14 +136,16 @@ def _stop_after_the_jobs(signum: int, frame: FrameType | None) -> None:
 
 def wait_for_the_jobs_on_signals(main_process: bool = False) -> None:
     """Handle SIGINT and SIGTERM in the main process and the workers of the parallel launcher,
-    outside a job's training (which handles them itself: :func:`rlplat.cli.run.signals_handled`).
+    and in the main process of the basic launcher (which runs the jobs itself), outside a
+    job's training (which handles them itself: :func:`rlplat.cli.run.signals_handled`).
 
     A signal from the terminal reaches every process of the sweep (one process group): the
     jobs in training stop after their rollout with a checkpoint, or at once on a second
     signal, and end their runs KILLED. Elsewhere the signal is only recorded
-    (:func:`stop_sweep`): the main process waits for the workers to return (raising there
-    would make joblib kill them with their runs still RUNNING), a worker starts no further job.
-    A third signal gives up waiting: exit 130 or 143 at once.
+    (:func:`stop_sweep`), never raised in the middle of Hydra's or torch's code: the main
+    process waits for the workers to return (raising there would make joblib kill them with
+    their runs still RUNNING), a job in its start-up stops once its training starts, and no
+    further job starts. A third signal gives up waiting: exit 130 or 143 at once.
 
     Args:
         main_process: This is the sweep's main process (it prints what the first signal does).
@@ -155,6 +158,14 @@ def wait_for_the_jobs_on_signals(main_process: bool = False) -> None:
 
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
 """``_target_`` of ``hydra/launcher=parallel`` (conf/hydra/launcher/parallel.yaml)."""
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+"""``_target_`` of Hydra's default launcher (``hydra/launcher=basic``): one job after another."""
+
+
+def runs_in_this_process(hydra_cfg: Any) -> bool:
+    """Whether the sweep's jobs run one after another in the sweep's own process (Hydra's
+    basic launcher, the default)."""
+    return bool(hydra_cfg.launcher.get("_target_") == BASIC_LAUNCHER)
 
 
 def runs_in_local_workers(hydra_cfg: Any) -> bool:

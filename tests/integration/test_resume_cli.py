@@ -417,6 +417,39 @@ def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_nev
         assert json.loads((sweep / str(number) / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
 
 
+def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_once(tmp_path, store):
+    """Ctrl-C before a sweep records anything: one line, exit 130, no run, no sweep directory.
+    Ctrl-C during the start-up of its first job (run in the sweep's own process by the basic
+    launcher, composing its config): the job stops at once with a checkpoint, its run and the
+    parent run end KILLED, the second job never starts, and nothing prints a traceback."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
+    process = start(args, tmp_path)
+    time.sleep(0.25)  # importing Hydra: the parent run begins seconds later, after MLflow's import
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert (process.returncode, stderr.strip()) == (130, STOPPED_IN_START_UP)
+    assert not sweep.exists()
+    client = MlflowClient(tracking_uri=store)
+    assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+    process = start(args, tmp_path)
+    wait_for(sweep / "0", "train.log", process)  # Hydra made job 0's directory
+    time.sleep(0.1)  # into the job's start-up
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Error executing job" not in stderr, stderr
+    assert printed_resume(stderr) == ["rlplat-train", f"resume={sweep}"]
+    assert not (sweep / "1").exists()
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    [parent] = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    [job] = [r for r in runs if r is not parent]
+    for run in (parent, job):
+        assert (run.info.status, run.data.tags.get("rlplat.signal")) == ("KILLED", "SIGINT")
+    assert list((sweep / "0").rglob("step_*.pt"))
+
+
 def test_ctrl_c_on_a_parallel_sweep_stops_every_running_job_with_a_checkpoint_and_starts_no_more(tmp_path, store):
     """hydra/launcher=parallel, 2 workers, 4 jobs: Ctrl-C (SIGINT to the process group, as a
     terminal sends it) while jobs 0 and 1 train. Both end KILLED after a checkpoint (joblib
