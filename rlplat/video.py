@@ -231,18 +231,23 @@ def record_episodes(
 
     Raises:
         ConfigError: for ``episodes`` or ``fps`` < 1, without imageio, or when the env cannot
-            render (nothing is written then).
+            render. Whatever stops the recording before its last episode (an error, Ctrl-C)
+            leaves no video: the file begun is removed.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"episodes={episodes!r}: must be an integer >= 1")
     writer = VideoWriter(path, fps)
     env = VectorEnv(make_env, 1, list(transforms), update_transforms=False)
+    finished = False
     try:
         for i in range(episodes):
             play_episode(policy, env, writer, seed + i, deterministic, torch.device(device))
+        finished = True
     finally:
         env.close()
         writer.close()
+        if not finished and writer.frames:  # begun by this writer: a video cut short
+            writer.path.unlink(missing_ok=True)
     return writer.path
 
 

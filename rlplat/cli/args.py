@@ -25,15 +25,27 @@ def fail(prog: str, message: object) -> NoReturn:
 
 
 @contextlib.contextmanager
-def reported(prog: str) -> Iterator[None]:
+def reported(prog: str, when_stopped: str) -> Iterator[None]:
     """Turn bad input (ConfigError, PluginError) into one ``<prog>: error:`` line and exit
-    status 2; ``HYDRA_FULL_ERROR=1`` shows the traceback instead, as for ``rlplat-train``."""
+    status 2, and Ctrl-C (KeyboardInterrupt) into one ``<prog>: stopped by SIGINT:
+    <when_stopped>`` line and exit status 130; ``HYDRA_FULL_ERROR=1`` shows the traceback
+    instead, as for ``rlplat-train``.
+
+    Args:
+        prog: The command's name.
+        when_stopped: What a Ctrl-C inside the block leaves, e.g. ``"nothing recorded"``.
+    """
     try:
         yield
     except (ConfigError, PluginError) as error:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         fail(prog, error)
+    except KeyboardInterrupt:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"{prog}: stopped by SIGINT: {when_stopped}", file=sys.stderr)
+        sys.exit(130)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def parse(argv: Sequence[str] | None) -> tuple[list[str], dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-compare``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
-    with reported(PROG):
+    with reported(PROG, "no report written"):
         targets, values = parse(argv)
         from rlplat.report.report import report_runs
 

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-eval``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
     parser = argument_parser(PROG, "Evaluate a trained agent; record the result as a new MLflow run.", KEYS)
-    with reported(PROG):
+    with reported(PROG, "nothing recorded"):
         run, values, env = parse_command(parser, argv, KEYS)
         uri = values["tracking.uri"] or default_tracking_uri()
         located, gone = with_source_run(locate_run(run, uri))

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point of ``rlplat-record``; returns 0 (bad input exits with status 2)."""
     skip_final_collection()
     parser = argument_parser(PROG, "Render a trained agent's episodes to a video (mp4, or GIF).", KEYS)
-    with reported(PROG):
+    with reported(PROG, "no video written"):
         run, values, env = parse_command(parser, argv, KEYS)
         located = locate_run(run, values["tracking.uri"] or default_tracking_uri())
         path = render(located, values, env)

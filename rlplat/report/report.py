@@ -21,6 +21,8 @@ import csv
 import dataclasses
 import io
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -356,24 +358,36 @@ def print_report(report: Report, console: Any = None) -> None:
 def write_report(report: Report, directory: Path) -> list[Path]:
     """Write report.md, report.csv and the plots (PNG and SVG) into ``directory``.
 
+    The files are written into a staging folder inside ``directory`` and moved into place once
+    all of them are: a report stopped half-way (an error, Ctrl-C) leaves ``directory`` as it
+    was, or no ``directory`` when it did not exist.
+
     Returns:
         The files written.
     """
     from rlplat.report.plots import plot_final_scores, plot_learning_curves, plot_performance_profiles
 
+    new = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
-    files = []
-    files += plot_learning_curves(report.curves, "frames", report.metric, directory / "learning_curves_frames")
-    files += plot_learning_curves(report.curves, "seconds", report.metric, directory / "learning_curves_seconds")
-    files += plot_final_scores({r.group: r.intervals for r in report.groups}, report.metric, directory / "final_scores")
-    files += plot_performance_profiles(
-        {r.group: r.scores for r in report.groups}, report.metric, directory / "performance_profiles"
-    )
-    markdown = directory / "report.md"
-    markdown.write_text(report_markdown(report, [f"{name}.png" for name in PLOTS]))
-    table = directory / "report.csv"
-    table.write_text(report_csv(report))
-    return [markdown, table, *files]
+    staging = Path(tempfile.mkdtemp(prefix=".report-", dir=directory))
+    try:
+        files = [staging / "report.md", staging / "report.csv"]
+        files += plot_learning_curves(report.curves, "frames", report.metric, staging / "learning_curves_frames")
+        files += plot_learning_curves(report.curves, "seconds", report.metric, staging / "learning_curves_seconds")
+        intervals = {r.group: r.intervals for r in report.groups}
+        files += plot_final_scores(intervals, report.metric, staging / "final_scores")
+        files += plot_performance_profiles(
+            {r.group: r.scores for r in report.groups}, report.metric, staging / "performance_profiles"
+        )
+        files[0].write_text(report_markdown(report, [f"{name}.png" for name in PLOTS]))
+        files[1].write_text(report_csv(report))
+        return [file.replace(directory / file.name) for file in files]
+    except BaseException:
+        if new:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def log_report(client: Any, run_id: str, report: Report, directory: Path) -> None:

@@ -5,6 +5,9 @@ the video pieces (GIF fallback, the periodic-video callback) in process."""
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, cli, install_distribution
+from conftest import BIN, TINY, cli, install_distribution
 from mlflow import MlflowClient
 
 from rlplat import video
@@ -353,3 +356,34 @@ def test_a_run_directory_whose_store_is_gone_is_evaluated_and_recorded_on_its_ow
     assert "the video is not logged to MLflow" in result.stderr
     assert (copy / "videos" / "final.mp4").stat().st_size > 0 or (copy / "videos" / "final.gif").is_file()
     assert not gone.parent.exists()
+
+
+def stopped_by_ctrl_c(prog: str, args: list[str], cwd: Path, ready) -> subprocess.CompletedProcess:
+    """Run ``prog`` and send it SIGINT, as Ctrl-C in a terminal does, once ``ready()``."""
+    process = subprocess.Popen(
+        [str(BIN / prog), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a runner in the background ignores it
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not ready():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def test_ctrl_c_stops_eval_and_record_with_one_line_and_leaves_nothing_half_done(trained, tmp_path):
+    before = len(trained.runs())
+    started = time.monotonic()
+    result = stopped_by_ctrl_c(
+        "rlplat-eval", [str(trained.run_dir), "episodes=100000"], tmp_path, lambda: time.monotonic() > started + 4
+    )  # minutes of episodes: stopped in them (or in the build before them)
+    assert (result.returncode, result.stderr.strip()) == (130, "rlplat-eval: stopped by SIGINT: nothing recorded")
+    assert len(trained.runs()) == before
+
+    out = tmp_path / "clip.mp4"
+    args = [str(trained.run_dir), "episodes=1000", f"out={out}"]
+    result = stopped_by_ctrl_c("rlplat-record", args, tmp_path, out.exists)  # stopped once the video is begun
+    assert (result.returncode, result.stderr.strip()) == (130, "rlplat-record: stopped by SIGINT: no video written")
+    assert not out.exists() and not list(tmp_path.glob("clip.*"))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rlplat.report.curves import RunCurve
-from rlplat.report.report import compare, report_markdown
+from rlplat.report.report import compare, report_markdown, write_report
 
 
 def _curves(group: str, finals: list[float]) -> list[RunCurve]:
@@ -51,3 +52,19 @@ def test_printed_tables_show_brackets_as_text_not_markup(capsys):
     print_job_table(rows, "eval/return_mean", "sweep")
     out = capsys.readouterr().out
     assert "tracking.also=[csv]" in out and "tracking.also=[tensorboard]" in out
+
+
+def test_a_report_is_moved_into_its_folder_only_once_every_file_is_written(tmp_path):
+    report = compare(_curves("algo=a", [1.0, 2.0, 3.0]), "m", resamples=200)
+    written = write_report(report, tmp_path / "new")
+    assert sorted(p.name for p in written) == sorted(p.name for p in (tmp_path / "new").iterdir())  # no staging left
+    assert {"report.md", "report.csv", "learning_curves_frames.png"} <= {p.name for p in written}
+
+    existing = tmp_path / "existing"  # its report.md cannot be replaced: a folder holding a file has that name
+    (existing / "report.md").mkdir(parents=True)
+    (existing / "report.md" / "kept").write_text("kept")
+    (existing / "notes.txt").write_text("the user's")
+    with pytest.raises(OSError):
+        write_report(report, existing)
+    assert sorted(p.name for p in existing.iterdir()) == ["notes.txt", "report.md"]  # as it was
+    assert (existing / "report.md" / "kept").read_text() == "kept"
