@@ -19,6 +19,7 @@ from rlplat.command_line import (
     collect_after_start_up,
     in_start_up,
     is_multirun,
+    is_resume,
     skip_final_collection,
     starts_one_run,
 )
@@ -30,7 +31,8 @@ def main() -> None:
     Ctrl-C during a new run's start-up (imports, composition, the build), before its MLflow
     run begins, stops it with one line and exit status 130; its run directory is removed
     (:func:`rlplat.cli.train.task`). So does Ctrl-C during a sweep's start-up, before its
-    parent run begins (:meth:`rlplat.sweep.parent.MlflowSweep.on_multirun_start`). Once
+    parent run begins (:meth:`rlplat.sweep.parent.MlflowSweep.on_multirun_start`), and
+    during a resume's, before training (:func:`rlplat.cli.resume.main`). Once
     training has started, a signal stops the run after its rollout (:mod:`rlplat.cli.run`),
     and a sweep's jobs as :func:`rlplat.sweep.runs.wait_for_the_jobs_on_signals` says."""
     skip_final_collection()
@@ -46,8 +48,8 @@ def main() -> None:
 
         train(tracker)
     except KeyboardInterrupt:
-        if not ((starts_one_run(args) or is_multirun(args)) and in_start_up()):
-            raise  # a resume of a run says so itself
+        if not ((starts_one_run(args) or is_multirun(args) or is_resume(args)) and in_start_up()):
+            raise
         print(STOPPED_IN_START_UP, file=sys.stderr)
         sys.exit(130)
 

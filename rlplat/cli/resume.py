@@ -43,7 +43,12 @@ def main(args: list[str]) -> int:
         if (Path(target) / SWEEP_FILE).is_file():
             jobs = [job for job in Path(target).iterdir() if job.is_dir()]
             _refuse_other_store(given, target, {r["tracking_uri"] for job in jobs if (r := read_run_file(job))})
-            return resume_sweep(Path(target))
+            try:
+                return resume_sweep(Path(target))
+            except KeyboardInterrupt:  # outside a job's training, which stops on its own (rlplat.cli.run)
+                print("rlplat-train: stopped by SIGINT outside a job's training", file=sys.stderr)
+                print(f"Resume with: rlplat-train resume={shlex.quote(str(Path(target).resolve()))}", file=sys.stderr)
+                return 130
         _refuse_optuna_sweep(Path(target))
         try:
             resume_run(target, given or default_tracking_uri(), given_uri=given)

@@ -421,7 +421,9 @@ def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_
     """Ctrl-C before a sweep records anything: one line, exit 130, no run, no sweep directory.
     Ctrl-C during the start-up of its first job (run in the sweep's own process by the basic
     launcher, composing its config): the job stops at once with a checkpoint, its run and the
-    parent run end KILLED, the second job never starts, and nothing prints a traceback."""
+    parent run end KILLED, the second job never starts, and nothing prints a traceback. Ctrl-C
+    as the sweep's resume loads that job's checkpoint: the job is as it was, and the command
+    to resume is printed again."""
     sweep = tmp_path / "sweep"
     args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
     process = start(args, tmp_path)
@@ -447,7 +449,24 @@ def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_
     [job] = [r for r in runs if r is not parent]
     for run in (parent, job):
         assert (run.info.status, run.data.tags.get("rlplat.signal")) == ("KILLED", "SIGINT")
-    assert list((sweep / "0").rglob("step_*.pt"))
+    checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in (sweep / "0").rglob("step_*.pt"))
+    assert checkpoints
+
+    resume = start([f"resume={sweep}"], tmp_path)
+    assert resume.stderr is not None
+    lines = [resume.stderr.readline()]
+    while not lines[-1].startswith("rlplat-train: resuming"):  # job 0's checkpoint loaded, its run not reopened
+        assert lines[-1], lines
+        lines.append(resume.stderr.readline())
+    resume.send_signal(signal.SIGINT)
+    _, stderr = resume.communicate(timeout=60)
+    assert resume.returncode == 130 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines() == [
+        "rlplat-train: stopped by SIGINT outside a job's training",
+        f"Resume with: rlplat-train resume={sweep}",
+    ]
+    assert client.get_run(job.info.run_id).info.status == "KILLED"
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (sweep / "0").rglob("step_*.pt")) == checkpoints
 
 
 def test_ctrl_c_on_a_parallel_sweep_stops_every_running_job_with_a_checkpoint_and_starts_no_more(tmp_path, store):
