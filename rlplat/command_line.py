@@ -56,9 +56,8 @@ STOPPED_IN_START_UP = "rlplat-train: stopped by SIGINT during start-up, before t
 
 def start_up_done() -> None:
     """Mark the start-up over (training starts, or a sweep starts recording its parent run):
-    exempt the objects alive now (modules,
-    config, built parts) from every later collection (``gc.freeze``) and let the collector
-    run again, for what the command creates from now on."""
+    exempt the objects alive now (modules, config, built parts) from every later collection
+    (``gc.freeze``) and let the collector run again, for what the command creates from now on."""
     global _start_up_over
     _start_up_over = True
     gc.freeze()
@@ -68,7 +67,7 @@ def start_up_done() -> None:
 def in_start_up() -> bool:
     """Whether this process has not yet started training, nor a sweep's recording
     (:func:`start_up_done`): a signal now stops a command that has recorded nothing (a run's
-    MLflow run begins with training, a sweep's parent run as its first job is launched)."""
+    MLflow run begins with training, a sweep's parent run before its first job)."""
     return not _start_up_over
 
 

@@ -175,9 +175,10 @@ class MlflowSweep(Callback):
 
         From here on, where the jobs run in this process or in local workers, SIGINT and
         SIGTERM are recorded rather than raised (:func:`wait_for_the_jobs_on_signals`): one
-        that comes while the parent run is created stops the sweep before any job starts, with
-        one line and exit status 130 or 143, the parent run ended KILLED. Before, the command has recorded nothing:
-        Ctrl-C stops it with one line (:func:`rlplat.cli.launch.main`)."""
+        that comes while the parent run is created stops the sweep before any job starts,
+        with one line and exit status 130 or 143, the parent run ended KILLED. Before, the
+        command has recorded nothing: Ctrl-C stops it with one line
+        (:func:`rlplat.cli.launch.main`)."""
         activate_hydra_config(config)  # so that ${hydra:runtime.cwd} in tracking.* resolves
         try:
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
