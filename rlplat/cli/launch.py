@@ -18,8 +18,6 @@ from rlplat.command_line import (
     STOPPED_IN_START_UP,
     collect_after_start_up,
     in_start_up,
-    is_multirun,
-    is_resume,
     skip_final_collection,
     starts_one_run,
 )
@@ -32,13 +30,12 @@ def main() -> None:
     run begins, stops it with one line and exit status 130; its run directory is removed
     (:func:`rlplat.cli.train.task`). So does Ctrl-C during a sweep's start-up, before its
     parent run begins (:meth:`rlplat.sweep.parent.MlflowSweep.on_multirun_start`), and
-    during a resume's, before training (:func:`rlplat.cli.resume.main`). Once
-    training has started, a signal stops the run after its rollout (:mod:`rlplat.cli.run`),
-    and a sweep's jobs as :func:`rlplat.sweep.runs.wait_for_the_jobs_on_signals` says."""
+    during a resume's, before its training (the run is left as it was). Once training has
+    started, a signal stops the run after its rollout (:mod:`rlplat.cli.run`), and a
+    sweep's jobs as :func:`rlplat.sweep.runs.wait_for_the_jobs_on_signals` says."""
     skip_final_collection()
     tracker = None
-    args = sys.argv[1:]
-    if starts_one_run(args):
+    if starts_one_run(sys.argv[1:]):
         collect_after_start_up()  # until training starts (rlplat.cli.run.run_training)
         from rlplat.tracking.process import TrackerProcess
 
@@ -48,7 +45,7 @@ def main() -> None:
 
         train(tracker)
     except KeyboardInterrupt:
-        if not ((starts_one_run(args) or is_multirun(args) or is_resume(args)) and in_start_up()):
+        if not in_start_up():
             raise
         print(STOPPED_IN_START_UP, file=sys.stderr)
         sys.exit(130)

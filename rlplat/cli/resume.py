@@ -24,7 +24,6 @@ from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.clock import job_start
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
-from rlplat.command_line import STOPPED_IN_START_UP, in_start_up
 from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 from rlplat.settings import absolute_sqlite_uri
@@ -50,13 +49,8 @@ def main(args: list[str]) -> int:
                 print(f"Resume with: rlplat-train resume={shlex.quote(str(Path(target).resolve()))}", file=sys.stderr)
                 return 130
         _refuse_optuna_sweep(Path(target))
-        try:
-            resume_run(target, given or default_tracking_uri(), given_uri=given)
-        except KeyboardInterrupt:  # before training: the run and its directory are as they were
-            if not in_start_up():
-                raise
-            print(STOPPED_IN_START_UP, file=sys.stderr)
-            return 130
+        # Ctrl-C before its training leaves the run as it was: rlplat.cli.launch.main says so
+        resume_run(target, given or default_tracking_uri(), given_uri=given)
         return 0
     except (ConfigError, PluginError) as error:
         print(f"rlplat-train: error: {error}", file=sys.stderr)

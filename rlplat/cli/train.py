@@ -173,13 +173,14 @@ def task(cfg: DictConfig) -> float:
     before = entries_before(output_dir, hydra_files)  # kept by remove_run_dir
     started = job_start()
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
+    serial = multirun and runs_in_this_process(hydra_cfg)  # the basic launcher's job, in the sweep's process
     if local_worker:
         wait_for_the_jobs_on_signals()  # a signal between this worker's jobs: it starts no more
-    if (local_worker or multirun and runs_in_this_process(hydra_cfg)) and (stopped := sweep_stopped_by()) is not None:
+    if (local_worker or serial) and (stopped := sweep_stopped_by()) is not None:
         sweep_dir = sweep_directory(hydra_cfg)
         print(f"rlplat-train: job {hydra_cfg.job.num} not started: {stopped} stopped the sweep "
               f"(rlplat-train resume={shlex.quote(sweep_dir)} starts it)", file=sys.stderr)  # fmt: skip
-        if not local_worker:  # the basic launcher's: the sweep ends now, launching no further job
+        if serial:  # the sweep ends now, launching no further job
             raise SystemExit(exit_status(stopped))
         return math.nan
     try:

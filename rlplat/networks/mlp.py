@@ -111,7 +111,7 @@ class MLP(nn.Module):
         if activation not in ACTIVATIONS:
             raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
         sizes = [int(np.prod(observation_space.shape)), *hidden_sizes, out_features]
-        if min(sizes[1:-1], default=1) < 1:
+        if min(hidden_sizes, default=1) < 1:
             raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
         if out_features < 1:  # the loss's torso width (loss.features)
             raise ConfigError(f"loss.features={out_features}: must be >= 1")

@@ -371,17 +371,17 @@ def write_report(report: Report, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".report-", dir=directory))
     try:
-        files = [staging / "report.md", staging / "report.csv"]
-        files += plot_learning_curves(report.curves, "frames", report.metric, staging / "learning_curves_frames")
-        files += plot_learning_curves(report.curves, "seconds", report.metric, staging / "learning_curves_seconds")
+        plots = plot_learning_curves(report.curves, "frames", report.metric, staging / "learning_curves_frames")
+        plots += plot_learning_curves(report.curves, "seconds", report.metric, staging / "learning_curves_seconds")
         intervals = {r.group: r.intervals for r in report.groups}
-        files += plot_final_scores(intervals, report.metric, staging / "final_scores")
-        files += plot_performance_profiles(
+        plots += plot_final_scores(intervals, report.metric, staging / "final_scores")
+        plots += plot_performance_profiles(
             {r.group: r.scores for r in report.groups}, report.metric, staging / "performance_profiles"
         )
-        files[0].write_text(report_markdown(report, [f"{name}.png" for name in PLOTS]))
-        files[1].write_text(report_csv(report))
-        return [file.replace(directory / file.name) for file in files]
+        markdown, table = staging / "report.md", staging / "report.csv"
+        markdown.write_text(report_markdown(report, [f"{name}.png" for name in PLOTS]))
+        table.write_text(report_csv(report))
+        return [file.replace(directory / file.name) for file in (markdown, table, *plots)]
     except BaseException:
         if new:
             shutil.rmtree(directory, ignore_errors=True)

@@ -183,13 +183,9 @@ class MlflowSweep(Callback):
         try:
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
             check_launcher(config)
-        except ConfigError as error:
-            print(f"rlplat-train: error: {error}", file=sys.stderr)
-            sys.exit(2)
-        if runs_in_local_workers(config.hydra) or runs_in_this_process(config.hydra):
-            wait_for_the_jobs_on_signals(main_process=True)
-        start_up_done()  # the sweep records from here
-        try:
+            if runs_in_local_workers(config.hydra) or runs_in_this_process(config.hydra):
+                wait_for_the_jobs_on_signals(main_process=True)
+            start_up_done()  # the sweep records from here
             self.parent = _start_parent(config)  # a store that cannot be used: one message (Hydra only warns)
         except ConfigError as error:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
