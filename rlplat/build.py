@@ -19,7 +19,6 @@ The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
 
 from __future__ import annotations
 
-import inspect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,12 +30,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from threadpoolctl import threadpool_limits
 
+from rlplat.accel import Acceleration
+from rlplat.accel.plan import Warn, warn_on_stderr
 from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
 from rlplat.envs.pool import EnvPoolTask
 from rlplat.envs.probe import entry_node, env_backend, env_spaces  # the env probe rlplat-train's pre-check runs too
 from rlplat.envs.vector import VectorEnv
-from rlplat.inductor_isa import skip_repeated_check
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
 from rlplat.networks.base import NetworkFactory
@@ -79,6 +79,7 @@ class Build:
         checkpoint: The ``checkpoint`` settings.
         tracking: The ``tracking`` settings (no run exists yet).
         config: The resolved config as plain containers.
+        acceleration: Which accelerated paths the run takes, and why (one line for the console).
     """
 
     parts: Parts
@@ -86,16 +87,20 @@ class Build:
     checkpoint: CheckpointConfig
     tracking: TrackingConfig
     config: Mapping[str, Any]
+    acceleration: str
 
 
-def build(cfg: DictConfig) -> Build:
+def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     """Build every part from the composed config, checking each constraint between them.
 
     Seeds Python, numpy and torch with ``seed`` and sets torch's CPU threads first, so that
-    networks are initialised reproducibly.
+    networks are initialised reproducibly. Chooses the accelerated paths the exact built-in
+    classes allow (:class:`rlplat.accel.Acceleration`; ``trainer.accel``).
 
     Args:
         cfg: The composed rlplat config (conf/config.yaml and its groups).
+        warn: Called with a one-line warning when an accelerated path disagrees with its
+            definition (it then gives way to it).
 
     Returns:
         The frozen :class:`Build`; call ``build.parts.close()`` when done.
@@ -123,14 +128,20 @@ def build(cfg: DictConfig) -> Build:
     observation_space, action_space = env_spaces(env_node)
     transforms = build_transforms(config["transforms"], observation_space)
     loss = build_loss(config, observation_space, action_space).to(device)
-    if trainer.compile:
-        compile_loss(loss, config["loss"]["name"])
     check_buffer_kind(config, loss)
+    acceleration = Acceleration(loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn)
+    optimizers = build_optimizers(config, loss, acceleration)
+    if trainer.compile:
+        check_compilable(loss, config["loss"]["name"])
+        if acceleration.closed_form is None:  # else the closed-form update is what compiles
+            cast(torch.nn.Module, loss).compile(dynamic=False, options=COMPILE_OPTIONS)
+    gradients = acceleration.gradients(optimizers, COMPILE_OPTIONS if trainer.compile else None)
+    policy = acceleration.policy()
     collector = COLLECTORS.build(
         "collector",
         config["collector"],
         make_env=env_maker(env_node, transforms),
-        policy=loss.policy,
+        policy=policy,
         total_frames=trainer.total_frames,
         device=device,
         seed=seed,
@@ -139,13 +150,12 @@ def build(cfg: DictConfig) -> Build:
     try:
         buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape, protocol=Buffer)
         check_sequence_length(config, loss, buffer)
-        optimizers = build_optimizers(config, loss)
         eval_env = VectorEnv(single_env(env_node), trainer.eval_episodes, transforms, False)
     except BaseException:
         collector.close()
         raise
-    parts = Parts(loss, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
-    return Build(parts, trainer, checkpoint, tracking, config)
+    parts = Parts(loss, policy, gradients, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
+    return Build(parts, trainer, checkpoint, tracking, config, acceleration.summary)
 
 
 def seed_everything(seed: int) -> None:
@@ -245,28 +255,19 @@ def build_loss(
 COMPILE_OPTIONS: dict[str, Any] = {"size_asserts": False, "fallback_random": True}
 
 
-def compile_loss(loss: Loss, name: str) -> None:
-    """``trainer.compile=true``: compile what each update runs with ``torch.compile``, for fixed
-    shapes (every minibatch has the buffer's batch size): a loss's closed-form ``gradients``
-    where it has them (``analytic_gradients``, e.g. PPO's), else its forward (its backward is
-    compiled with it).
-
-    The policy's ``act`` in collection stays eager: at one env step's batch the compiled
-    call costs more than the few operations it replaces (``benchmarks/speed.py``).
+def check_compilable(loss: Loss, name: str) -> None:
+    """``trainer.compile=true`` compiles what each update runs with ``torch.compile``, for
+    fixed shapes (every minibatch has the buffer's batch size): an accelerated update's
+    closed-form gradients where the run has them, else the loss's forward (its backward is
+    compiled with it). The policy's ``act`` in collection stays eager: at one env step's
+    batch the compiled call costs more than the few operations it replaces
+    (``benchmarks/speed.py``).
 
     Raises:
-        ConfigError: when the loss is not an ``nn.Module``.
+        ConfigError: when the loss is not an ``nn.Module``, the kind torch.compile compiles.
     """
     if not isinstance(loss, torch.nn.Module):
         raise ConfigError(f"trainer.compile=true: loss {name!r} is not an nn.Module, the kind torch.compile compiles")
-    skip_repeated_check()  # inductor's check of the CPU's vector instruction sets: once per machine
-    if getattr(loss, "analytic_gradients", False):  # the update runs these: no autograd graph to compile
-        # compiled under no_grad: the eager method's inference mode is one dynamo cannot trace
-        # (it fails on the version counters of inference tensors)
-        gradients = torch.no_grad()(inspect.unwrap(cast(Any, type(loss)).gradients).__get__(loss))
-        cast(Any, loss).gradients = torch.compile(gradients, dynamic=False, options=COMPILE_OPTIONS)
-    else:
-        loss.compile(dynamic=False, options=COMPILE_OPTIONS)
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:
@@ -353,8 +354,9 @@ def _on_policy(buffer_name: str) -> bool | None:
         return None
 
 
-def build_optimizers(config: Mapping[str, Any], loss: Loss) -> Optimizers:
-    """The ``optim`` node -> one optimizer per configured parameter group of the loss.
+def build_optimizers(config: Mapping[str, Any], loss: Loss, acceleration: Acceleration | None = None) -> Optimizers:
+    """The ``optim`` node -> one optimizer per configured parameter group of the loss, over
+    flat parameter buffers where ``acceleration`` lays them out so.
 
     Raises:
         PluginError: when the loss's ``param_groups`` miss a trainable parameter or name one
@@ -384,4 +386,4 @@ def build_optimizers(config: Mapping[str, Any], loss: Loss) -> Optimizers:
             f"loss {config['loss']['name']!r}: delayed_groups {', '.join(unknown)} not among its "
             f"param_groups ({', '.join(groups)})"
         )
-    return make_optimizers(config["optim"], groups, delayed)
+    return make_optimizers(config["optim"], groups, delayed, None if acceleration is None else acceleration.flatten)

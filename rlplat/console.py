@@ -78,6 +78,10 @@ class TrainingDisplay:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
+    def say(self, line: str) -> None:
+        """Print one line above the bar (e.g. which accelerated paths the run takes)."""
+        self.progress.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
     def update(self, frames: int, metrics: Mapping[str, float]) -> None:
         """Advance the bar to ``frames``; print the log step's line."""
         fps = metrics.get("time/fps", math.nan)

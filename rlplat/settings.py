@@ -100,10 +100,12 @@ class TrainerConfig(_Node):
     record_every_frames: int
     compile: bool = False
     target_return: float | None = None
+    accel: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.compile, bool):
-            raise ConfigError(f"trainer.compile={self.compile!r}: must be true or false")
+        for key in ("compile", "accel"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"trainer.{key}={getattr(self, key)!r}: must be true or false")
         target = self.target_return
         if target is not None and (isinstance(target, bool) or not isinstance(target, int | float) or target != target):
             raise ConfigError(f"trainer.target_return={target!r}: must be a number, or null to train for total_frames")

@@ -38,7 +38,12 @@ class Parts:
     """Everything the loop runs, built and cross-checked by :func:`rlplat.build.build`.
 
     Attributes:
-        loss: The algorithm; its ``policy`` acts in collection and evaluation.
+        loss: The algorithm.
+        policy: Acts in collection and evaluation: the loss's ``policy``, or one that
+            computes what it computes faster (:mod:`rlplat.accel`).
+        gradients: Computes each minibatch's loss output and gradients: :class:`Autograd`
+            (the loss's forward, back-propagated), or an accelerated update checked against
+            it (:mod:`rlplat.accel`).
         collector: Yields ``[T, B]`` rollouts until ``trainer.total_frames``.
         buffer: Turns rollouts into the ``[N]`` batches of each update.
         optimizers: One optimizer (and gradient clip) per parameter group of the loss.
@@ -52,6 +57,8 @@ class Parts:
     """
 
     loss: Loss
+    policy: Policy
+    gradients: Gradients
     collector: Collector
     buffer: Buffer
     optimizers: Optimizers
@@ -65,6 +72,42 @@ class Parts:
         """Close training and evaluation envs."""
         self.collector.close()
         self.eval_env.close()
+
+
+class Gradients(Protocol):
+    """How the trainer gets a minibatch's loss output and gradients."""
+
+    def __call__(self, batch: TensorDict) -> TensorDict:
+        """The loss output of ``batch`` (what the loss returns), detached, with the gradient of
+        its summed ``loss_*`` terms in every trainable parameter's ``.grad`` (replacing what
+        was there).
+
+        Args:
+            batch: ``[N]`` samples (``[N, L]`` windows) from the buffer.
+        """
+        ...
+
+
+class Autograd:
+    """The loss's ``forward`` back-propagated by autograd: the definition of every loss's
+    gradients, and what the trainer runs unless :mod:`rlplat.accel` has a checked faster
+    path for the exact built-in classes.
+
+    Args:
+        loss: The loss.
+        optimizers: Its optimizers (they zero the gradients: in place in flat buffers, else
+            set to None).
+    """
+
+    def __init__(self, loss: Loss, optimizers: Optimizers) -> None:
+        self.loss, self.optimizers = loss, optimizers
+
+    def __call__(self, batch: TensorDict) -> TensorDict:
+        """See :meth:`Gradients.__call__`."""
+        losses = self.loss(batch)
+        self.optimizers.zero_grad()
+        loss_total(losses).backward()
+        return losses.detach()
 
 
 class Callback(Protocol):
@@ -222,8 +265,17 @@ class Interrupted(Exception):
         self.signal, self.frames, self.checkpoint = signal, frames, checkpoint
 
 
-class NonFiniteError(RuntimeError):
+class TrainingError(RuntimeError):
+    """What stops a run in the middle of training with one line (the run ends FAILED)."""
+
+
+class NonFiniteError(TrainingError):
     """A NaN or inf in observations, rewards, a loss or gradients (``trainer.nonfinite=raise``)."""
+
+
+class ParameterError(TrainingError):
+    """A trainable parameter that the optimizers would not step as plain PyTorch does: one
+    added after they were built (in none of them), or one whose gradient they would not see."""
 
 
 class Trainer:
@@ -257,6 +309,7 @@ class Trainer:
             next_checkpoint=self.checkpoint.every_frames or config.total_frames,
         )
         self.last_checkpoint: Path | None = None
+        self._stepped = {id(p) for unit in parts.optimizers.units for p in unit.parameters}
         self._fit_start, self._callback_seconds, self._best_due = time.perf_counter(), 0.0, False
 
     def fit(self) -> dict[str, float]:
@@ -287,6 +340,7 @@ class Trainer:
                 frames_before = frames - collector.frames_per_batch
                 parts.optimizers.set_lr_factor(lr_factor(config.lr_schedule, frames_before, config.total_frames))
                 outputs += [out for batch in parts.buffer.batches() if (out := self._update(batch, frames)) is not None]
+                self._check_parameters()
             fps = (frames - first_frames) / (time.perf_counter() - start)
             if self._log_step(outputs, frames, fps):
                 outputs = []
@@ -379,17 +433,27 @@ class Trainer:
         in_keys = getattr(self.parts.loss, "in_keys", None)
         self.parts.buffer.extend(rollout if in_keys is None else rollout.select(*in_keys))
 
+    def _check_parameters(self) -> None:
+        """Raise :class:`ParameterError` for a trainable parameter of the loss that no
+        optimizer steps (one its code added after the parts were built): plain PyTorch would
+        leave it untrained without a word."""
+        loss = self.parts.loss
+        if all(id(p) in self._stepped for p in loss.parameters() if p.requires_grad):
+            return
+        named = getattr(loss, "named_parameters", None)
+        pairs = named() if callable(named) else enumerate(loss.parameters())
+        new = [str(name) for name, p in pairs if p.requires_grad and id(p) not in self._stepped]
+        raise ParameterError(
+            f"the loss's parameter {new[0]} was added after its optimizers were built: none steps it, so it would "
+            "never be trained; create every parameter in the loss's __init__"
+        )
+
     def _update(self, batch: TensorDict, frames: int) -> TensorDict | None:
         """One gradient step on ``batch``; returns the loss output and grad norms, detached,
         or None when the step was skipped for a non-finite loss or gradient."""
         loss, optimizers = self.parts.loss, self.parts.optimizers
-        analytic = getattr(loss, "analytic_gradients", False)  # the loss sets every gradient itself, detached
-        losses = loss.gradients(batch) if analytic else loss(batch)  # type: ignore[attr-defined]  # rlplat.losses.base.Loss
+        losses = self.parts.gradients(batch)
         total = loss_total(losses)
-        if not analytic:
-            optimizers.zero_grad()
-            total.backward()
-            losses, total = losses.detach(), total.detach()  # read as a float below: no autograd warning
         norms = optimizers.clip_gradients()
         # one check for the loss and every gradient: their sum, read as a Python float (one
         # operation, against four for bool(torch.isfinite(...)))
@@ -444,7 +508,7 @@ class Trainer:
             returns, ``eval/episode_length`` (mean, steps) and ``eval/episodes``.
         """
         parts = self.parts
-        episodes = evaluate_policy(parts.loss.policy, parts.eval_env, parts.device, parts.seed + EVAL_SEED_OFFSET)
+        episodes = evaluate_policy(parts.policy, parts.eval_env, parts.device, parts.seed + EVAL_SEED_OFFSET)
         return episode_statistics("eval", episodes)
 
     def _evaluate(self) -> dict[str, float]:

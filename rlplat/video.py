@@ -261,7 +261,7 @@ class VideoRecorder:
     results are the same with and without videos.
 
     Args:
-        policy: The policy being trained (``parts.loss.policy``).
+        policy: The policy being trained (``parts.policy``).
         env_node: The run's ``env`` node; the env is built from it with ``render_mode``.
         transforms: The run's transforms (statistics frozen while recording).
         every_frames: Frames between videos (>= 1).

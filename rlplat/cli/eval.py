@@ -58,7 +58,7 @@ def run_episodes(built: Build, episodes: int, deterministic: bool) -> list[Episo
         env = VectorEnv(make_env, min(BATCH, episodes - start), list(parts.transforms), update_transforms=False)
         try:
             seed = parts.seed + EVAL_SEED_OFFSET + start
-            found += evaluate_policy(parts.loss.policy, env, parts.device, seed, deterministic)
+            found += evaluate_policy(parts.policy, env, parts.device, seed, deterministic)
         finally:
             env.close()
     return found

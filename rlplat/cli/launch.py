@@ -6,9 +6,7 @@ The child process that records the run in MLflow (:mod:`rlplat.tracking.process`
 starts. Which command lines start a run is read from their flags alone
 (:func:`rlplat.command_line.starts_one_run`). Python's garbage collector waits until
 training starts (:func:`rlplat.command_line.collect_after_start_up`), and its last
-collection, at exit, is skipped (:func:`rlplat.command_line.skip_final_collection`).
-For such a run, :func:`rlplat.cli.train.main` has torch's shared libraries loaded in a
-background thread while Hydra composes the config (:mod:`rlplat.torch_libraries`)."""
+collection, at exit, is skipped (:func:`rlplat.command_line.skip_final_collection`)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,6 @@ from rlplat.cli.restore import (
     restored_env_node,
 )
 from rlplat.command_line import collection_paused, skip_final_collection
-from rlplat.deferred_dynamo import defer_dynamo
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -77,7 +76,7 @@ def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[
 
     parts = built.parts
     recorder = VideoRecorder(
-        parts.loss.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
+        parts.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
         seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, start_frames=start_frames,
     )  # fmt: skip
     return [recorder]
@@ -98,7 +97,6 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
     Raises:
         ConfigError: for an env that cannot render, a bad override or a missing imageio.
     """
-    defer_dynamo()  # before tensordict is imported (by the trainer's module)
     from rlplat.trainer import EVAL_SEED_OFFSET
     from rlplat.video import record_episodes, render_env_maker, require_imageio
 
@@ -109,7 +107,7 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
         parts = built.parts
         out = values["out"] or default_out(located)
         return record_episodes(
-            parts.loss.policy, make_env, parts.transforms, values["episodes"], parts.seed + EVAL_SEED_OFFSET,
+            parts.policy, make_env, parts.transforms, values["episodes"], parts.seed + EVAL_SEED_OFFSET,
             out, values["fps"], values["deterministic"], parts.device,
         )  # fmt: skip
     finally:

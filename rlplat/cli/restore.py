@@ -23,7 +23,6 @@ import yaml
 from rlplat.checkpoint import CheckpointError
 from rlplat.cli.args import ArgumentParser, Key, boolean, integer, shown, text
 from rlplat.cli.locate import Located, locate
-from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, closest
 from rlplat.settings import DEVICES, check_choice
 
@@ -171,7 +170,6 @@ def restore(located: Located, env_overrides: Mapping[str, Any], seed: int | None
     """
     from omegaconf import OmegaConf
 
-    defer_dynamo()  # before the build imports tensordict
     from rlplat.build import build
 
     config = copy.deepcopy(dict(located.state.get("config") or {}))

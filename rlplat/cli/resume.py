@@ -24,7 +24,6 @@ from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.clock import job_start
 from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
-from rlplat.deferred_dynamo import defer_dynamo
 from rlplat.registry import ConfigError, PluginError
 from rlplat.settings import absolute_sqlite_uri
 from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, ParentRun
@@ -117,7 +116,6 @@ def resume_run(target: str, tracking_uri: str, given_uri: str | None = None) -> 
     """
     from omegaconf import OmegaConf
 
-    defer_dynamo()  # before the build imports tensordict
     from rlplat.build import build
     from rlplat.cli.record import video_callbacks
     from rlplat.cli.run import RunSpec, run_training

@@ -94,11 +94,12 @@ def run_training(built: Build, spec: RunSpec) -> float:
 
     Raises:
         SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED);
-            with 1 for a NaN or inf (``trainer.nonfinite=raise``) in a single run, after one
-            line naming it (the run ended FAILED). In a sweep the error is raised, for Hydra.
+            with 1 for a :class:`rlplat.trainer.TrainingError` (a NaN or inf with
+            ``trainer.nonfinite=raise``, a parameter no optimizer steps) in a single run, after
+            one line naming it (the run ended FAILED). In a sweep the error is raised, for Hydra.
     """
     from rlplat.console import TrainingDisplay
-    from rlplat.trainer import Interrupted, NonFiniteError, StopRequest, Trainer
+    from rlplat.trainer import Interrupted, StopRequest, Trainer, TrainingError
 
     stop = StopRequest()
     stop.signal = sweep_stopped_by()  # a sweep's job that a signal reached in its start-up stops at once
@@ -108,6 +109,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
             signals_handled(stop),
             TrainingDisplay(spec.title, built.trainer.total_frames) as display,
         ):
+            display.say(built.acceleration)
             callbacks: list[Callback] = [display, *spec.callbacks, *([spec.reporter] if spec.reporter else [])]
             if built.tracking.enabled:
                 summary = _recorded_fit(built, spec, callbacks, stop)
@@ -125,7 +127,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
                         logger.close()
     except (Interrupted, KeyboardInterrupt) as error:
         _exit_interrupted(error, spec)
-    except NonFiniteError as error:
+    except TrainingError as error:
         if _in_multirun():
             raise
         print(f"rlplat-train: error: {error}", file=sys.stderr)

@@ -28,10 +28,9 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
-from rlplat import __version__, torch_libraries
+from rlplat import __version__
 from rlplat.cli.clock import job_start
-from rlplat.command_line import in_start_up, is_multirun, is_resume, prints_only, starts_one_run
-from rlplat.deferred_dynamo import defer_dynamo
+from rlplat.command_line import in_start_up, is_multirun, is_resume, prints_only
 from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route, unroute
 from rlplat.hydra_ext.validate import check_command_line, check_config
 from rlplat.registry import ConfigError, PluginError
@@ -69,8 +68,6 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float, run
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
     tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
-    torch_libraries.wait()  # loading in a thread since main() handed over to Hydra, for a single run
-    defer_dynamo()  # before tensordict is imported: torch._dynamo only for runs that compile
     try:
         from rlplat.build import build
         from rlplat.cli.record import video_callbacks
@@ -274,8 +271,6 @@ def main(tracker: Any = None) -> None:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
             fail(error)
-        if starts_one_run(sys.argv[1:]):  # torch's shared libraries load while Hydra composes
-            torch_libraries.start_loading()
         run_hydra(raise_errors=not is_multirun(sys.argv[1:]) and not prints_only(sys.argv[1:]))
     finally:
         while _spare:  # not taken: tracking off, or the config was rejected before the run

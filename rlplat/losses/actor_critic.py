@@ -121,10 +121,7 @@ class ActorCriticLoss(nn.Module):
         step's V(s_{t+1}) is the value of its true final observation."""
         T, B = rollout.batch_size
         observations = torch.cat([rollout[keys.OBSERVATION], rollout[keys.NEXT_OBSERVATION]]).flatten(0, 1)
-        agent = self.agent  # the forward pass of the closed-form gradients where it applies (no autograd bookkeeping)
-        values = (agent.value_saving(observations)[0] if agent.has_backward else agent.value(observations)).view(
-            2 * T, B, 1
-        )
+        values = self.agent.value(observations).view(2 * T, B, 1)
         return values[:T], values[T:]
 
     @torch.no_grad()

@@ -122,13 +122,11 @@ class Loss(Protocol):
             scalar diagnostics without gradients (e.g. ``entropy``, ``approx_kl``; logged
             as ``train/<key>``). New keys need no trainer change.
 
-        A loss that knows its gradients in closed form may also have a true attribute
-        ``analytic_gradients`` and a method ``gradients(batch)``: the same TensorDict,
-        detached, with the gradient of the summed ``loss_*`` terms written into each
-        parameter's ``.grad``; the trainer then calls it instead of back-propagating this
-        one's terms (:meth:`rlplat.losses.ppo.PPOLoss.gradients`,
-        :meth:`rlplat.losses.sac.SACLoss.gradients`, both under ``torch.inference_mode``).
-        A loss that samples draws the same random numbers in both, from torch's generator.
+        This is the one definition of the algorithm: the trainer back-propagates the summed
+        ``loss_*`` terms with autograd (:class:`rlplat.trainer.Autograd`). For some exact
+        built-in losses :mod:`rlplat.accel` computes the same gradients faster, checked
+        against this at the start of each run; a subclass always trains through its own
+        ``forward``.
         """
         ...
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import gymnasium
-import numpy as np
 import torch
 from tensordict import TensorDict
 from torch import Tensor
@@ -44,14 +43,6 @@ class PPOLoss(ActorCriticLoss):
         features: Width of the torso output the heads read.
         share_torso: One torso for actor and critic instead of two.
         log_std_init: Initial log std of the Gaussian policy (Box actions).
-        analytic_gradients: Compute the gradients in closed form (:meth:`gradients`) where
-            the agent allows it: separate MLP torsos with tanh or ReLU (see
-            :attr:`rlplat.networks.actor_critic.ActorCritic.has_backward`); autograd
-            otherwise, or when False.
-
-    Attributes:
-        analytic_gradients: Whether the trainer calls :meth:`gradients` instead of
-            back-propagating :meth:`forward`'s terms.
 
     Raises:
         ConfigError: for a coefficient out of range.
@@ -73,7 +64,6 @@ class PPOLoss(ActorCriticLoss):
         features: int = 64,
         share_torso: bool = False,
         log_std_init: float = 0.0,
-        analytic_gradients: bool = True,
     ) -> None:
         super().__init__(
             observation_space,
@@ -95,15 +85,28 @@ class PPOLoss(ActorCriticLoss):
         self.clip_epsilon = clip_epsilon
         self.value_clip = value_clip
         self.in_keys = (*self.in_keys, keys.ACTION_LOG_PROB) + ((keys.STATE_VALUE,) if value_clip is not None else ())
-        self.analytic_gradients = analytic_gradients and self.agent.has_backward
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
         diagnostics ``entropy``, ``approx_kl``, ``clip_fraction``, ``ratio`` (means)."""
         log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
-        return self._terms(batch, log_prob, entropy, advantage, value).output
+        return self.terms(batch, log_prob, entropy, advantage, value).output
 
-    def _terms(self, batch: TensorDict, log_prob: Tensor, entropy: Tensor, advantage: Tensor, value: Tensor) -> _Terms:
+    def terms(self, batch: TensorDict, log_prob: Tensor, entropy: Tensor, advantage: Tensor, value: Tensor) -> PPOTerms:
+        """The loss output from the networks' outputs on a minibatch, and the intermediates
+        that the output's derivatives depend on.
+
+        Args:
+            batch: The ``[N]`` minibatch (its ``action_log_prob``, ``value_target`` and, with
+                value clipping, ``state_value``).
+            log_prob: ``[N]`` log pi(a|s) under the current parameters.
+            entropy: ``[N]`` entropy of pi(.|s).
+            advantage: ``[N]`` advantages (normalised when ``normalize_advantage``).
+            value: ``[N, 1]`` V(s).
+
+        Returns:
+            :class:`PPOTerms`: what :meth:`forward` returns, and the intermediates.
+        """
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
         clipped_ratio = ratio.clamp(1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon)
@@ -121,7 +124,7 @@ class PPOLoss(ActorCriticLoss):
             v_loss_unclipped = (value - value_target).pow(2)
             v_loss_clipped = (v_clipped - value_target).pow(2)
             squared_error = torch.max(v_loss_unclipped, v_loss_clipped).mean()
-            value_clipping = _ValueClipping(v_clipped, v_loss_unclipped, v_loss_clipped)
+            value_clipping = ValueClipping(v_clipped, v_loss_unclipped, v_loss_clipped)
 
         loss_entropy, entropy = self.entropy_terms(entropy)
         with torch.no_grad():
@@ -141,112 +144,20 @@ class PPOLoss(ActorCriticLoss):
             },
             batch_size=[],
         )
-        return _Terms(output, ratio, pg_loss1, pg_loss2, value_clipping)
-
-    @torch.inference_mode()
-    def gradients(self, batch: TensorDict) -> TensorDict:
-        """:meth:`forward`'s terms and diagnostics, without gradients, and the gradient of the
-        summed ``loss_*`` terms written into every parameter's ``.grad`` (replaced), in
-        closed form instead of by autograd (only when :attr:`analytic_gradients`).
-
-        The derivatives: ``d loss_objective / d log pi(a_n|s_n) = -ratio_n * A_n / N`` where
-        the unclipped term is the minimum (at a tie the ratio is inside the clip range,
-        where both terms have that derivative) and 0 elsewhere; ``d loss_critic / d V(s_n) =
-        c_v (V(s_n) - V_target) / N`` (value clipping: that of the larger squared error);
-        ``d loss_entropy / d H_n = -c_e / N``. The networks back-propagate them by hand
-        (:mod:`rlplat.networks.backward`). The gradients equal autograd's to float rounding
-        (tested) in about half its time. Runs under ``torch.inference_mode``, as
-        :meth:`rlplat.losses.sac.SACLoss.gradients` does.
-
-        Args:
-            batch: ``[N]`` samples, as for :meth:`forward`.
-
-        Returns:
-            What :meth:`forward` returns, detached.
-        """
-        if self.value_clip is None and not torch.compiler.is_compiling() and self.agent.numpy_passes:
-            return self._numpy_gradients(batch)
-        agent, n = self.agent, batch.batch_size[0]
-        observation = batch[keys.OBSERVATION]
-        log_prob, entropy, policy_saved = agent.log_prob_entropy_saving(observation, batch[keys.ACTION])
-        value, value_saved = agent.value_saving(observation)  # [N, 1]
-        advantage = self.advantages(batch)  # [N]
-        terms = self._terms(batch, log_prob, entropy, advantage, value)
-        unclipped = terms.pg_loss1 <= terms.pg_loss2  # [N] bool
-        grad_log_prob = (advantage * unclipped).mul_(terms.ratio).mul_(-1.0 / n)  # [N]
-        agent.policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
-        agent.value_backward(value_saved, self._value_error(batch, value, terms).mul_(self.value_coef / n))
-        return terms.output
-
-    def _numpy_gradients(self, batch: TensorDict) -> TensorDict:
-        """:meth:`gradients` computed in numpy (without value clipping, where the agent's
-        :attr:`rlplat.networks.actor_critic.ActorCritic.numpy_passes` hold): the same terms,
-        diagnostics and gradients, to float32 rounding, with a fraction of torch's
-        per-operation overhead (see :mod:`rlplat.networks.numpy_passes`; ``benchmarks/speed.py``
-        at the settings of ``benchmarks/peers.py``'s PPO row times the updates)."""
-        agent, n = self.agent, batch.batch_size[0]
-        observation = batch[keys.OBSERVATION].numpy()
-        log_prob, entropy, policy_saved = agent.numpy_log_prob_entropy_saving(observation, batch[keys.ACTION].numpy())
-        value, value_saved = agent.numpy_value_saving(observation)  # [N, 1]
-        advantage = batch[keys.ADVANTAGE].numpy()[:, 0]  # [N]
-        if self.normalize_advantage and n > 1:  # as actor_critic.normalize
-            advantage = (advantage - advantage.mean()) / (advantage.std(ddof=1) + 1e-8)
-        log_ratio = log_prob - batch[keys.ACTION_LOG_PROB].numpy()
-        ratio = np.exp(log_ratio)
-        clipped_ratio = np.clip(ratio, 1.0 - self.clip_epsilon, 1.0 + self.clip_epsilon)
-        pg_loss1, pg_loss2 = ratio * advantage, clipped_ratio * advantage
-        error = value - batch[keys.VALUE_TARGET].numpy()  # [N, 1]
-        entropy_mean = entropy.mean()
-        terms = np.array(
-            [
-                -np.minimum(pg_loss1, pg_loss2).mean(),  # loss_objective
-                (error * error).mean() * (0.5 * self.value_coef),  # loss_critic: c_v * L^VF
-                -self.entropy_coef * entropy_mean,  # loss_entropy
-                entropy_mean,
-                ((ratio - 1.0) - log_ratio).mean(),  # approx_kl (kl_estimate)
-                np.mean(ratio != clipped_ratio, dtype=np.float32),  # clip_fraction
-                ratio.mean(),
-            ],
-            dtype=np.float32,
-        )
-        grad_log_prob = advantage * (pg_loss1 <= pg_loss2)  # where the unclipped term is the minimum
-        grad_log_prob *= ratio
-        grad_log_prob *= -1.0 / n
-        agent.numpy_policy_backward(policy_saved, grad_log_prob, -self.entropy_coef / n)
-        error *= self.value_coef / n
-        agent.numpy_value_backward(value_saved, error)
-        return TensorDict(dict(zip(_OUTPUT_KEYS, torch.from_numpy(terms).unbind())), batch_size=[])
-
-    def _value_error(self, batch: TensorDict, value: Tensor, terms: _Terms) -> Tensor:
-        """``[N, 1]`` d(sum_n of the value loss's squared errors / 2)/dV(s_n): ``V - V_target``,
-        or with value clipping the derivative of the larger of the two squared errors
-        (averaged at a tie, as ``torch.max``'s gradient is)."""
-        value_target = batch[keys.VALUE_TARGET]
-        error = value - value_target
-        if terms.value_clipping is None:
-            return error
-        v_clipped, unclipped_sq, clipped_sq = terms.value_clipping
-        inside = (value - batch[keys.STATE_VALUE]).abs() <= self.value_clip  # clamp's gradient: 1 inside
-        clipped_error = (v_clipped - value_target) * inside
-        tie = (error + clipped_error) * 0.5
-        return torch.where(unclipped_sq > clipped_sq, error, torch.where(unclipped_sq < clipped_sq, clipped_error, tie))
+        return PPOTerms(output, ratio, pg_loss1, pg_loss2, value_clipping)
 
 
-_OUTPUT_KEYS = ("loss_objective", "loss_critic", "loss_entropy", "entropy", "approx_kl", "clip_fraction", "ratio")
-"""The keys of PPO's loss output, in the order :meth:`PPOLoss._numpy_gradients` computes them."""
-
-
-class _Terms(NamedTuple):
-    """:meth:`PPOLoss._terms`: the loss output and the intermediates its gradients need."""
+class PPOTerms(NamedTuple):
+    """:meth:`PPOLoss.terms`: the loss output and the intermediates its derivatives depend on."""
 
     output: TensorDict
     ratio: Tensor  # [N]
     pg_loss1: Tensor  # [N] ratio * A
     pg_loss2: Tensor  # [N] clip(ratio, 1 - eps, 1 + eps) * A
-    value_clipping: _ValueClipping | None  # None without value clipping
+    value_clipping: ValueClipping | None  # None without value clipping
 
 
-class _ValueClipping(NamedTuple):
+class ValueClipping(NamedTuple):
     """The clipped value loss's intermediates (``loss.value_clip`` = c)."""
 
     v_clipped: Tensor  # [N, 1] V_old + clip(V - V_old, -c, c)

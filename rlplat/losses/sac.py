@@ -15,7 +15,6 @@ from rlplat.losses.actor_critic import check_unit_interval
 from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
-from rlplat.networks.backward import gradient_of
 from rlplat.networks.exploration import SquashedGaussianPolicy
 from rlplat.networks.q import ContinuousQEnsemble, state_action_space
 from rlplat.registry import ConfigError
@@ -41,14 +40,9 @@ class SACLoss(nn.Module):
         num_critics: Critics K; targets and actor use their minimum.
         warmup_frames: Frames of uniform random actions at the start.
         features: Width of each torso output.
-        analytic_gradients: Compute the gradients in closed form (:meth:`gradients`) where
-            the networks allow it: MLP torsos with tanh or ReLU, the critics stacked;
-            autograd otherwise, or when False.
 
     Attributes:
         in_keys: The keys of a batch the loss reads; the trainer buffers only these.
-        analytic_gradients: Whether the trainer calls :meth:`gradients` instead of
-            back-propagating :meth:`forward`'s terms.
 
     Raises:
         ConfigError: for a non-Box action space or an invalid coefficient.
@@ -73,7 +67,6 @@ class SACLoss(nn.Module):
         num_critics: int = 2,
         warmup_frames: int = 1000,
         features: int = 256,
-        analytic_gradients: bool = True,
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma)
@@ -97,7 +90,6 @@ class SACLoss(nn.Module):
         self.target_entropy = float(-action_dim if automatic else cast(float, target_entropy))
         self.targets = TargetSchedule(tau, 1, (self.critics_target, self.critics))
         self.gamma = gamma
-        self.analytic_gradients = analytic_gradients and self.actor.has_backward and self.critics.has_backward
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """``actor``: the squashed Gaussian policy; ``critic``: the Q ensemble;
@@ -117,88 +109,28 @@ class SACLoss(nn.Module):
         ``alpha``, ``entropy`` (of the squashed policy, estimated), ``q_mean``."""
         observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
         alpha = self.log_alpha.exp().detach()
-        noise = self._noise(action)
+        noise = self.noise(action)
         with torch.no_grad():
             next_action, next_log_prob = self.actor(batch[keys.NEXT_OBSERVATION], noise=noise[1])
-            target = self._target(batch, alpha, next_action, next_log_prob)
+            target = self.target(batch, alpha, next_action, next_log_prob)
         q = self.critics(observation, action)  # [K, N, 1]
         new_action, log_prob = self.actor(observation, noise=noise[0])  # reparameterised
         q_new = self.critics(observation, new_action, frozen=True).min(0).values  # [N, 1]; critics not moved
-        return self._terms(q, q - target, alpha, log_prob, q_new)
+        return self.terms(q, q - target, alpha, log_prob, q_new)
 
-    @torch.inference_mode()
-    def gradients(self, batch: TensorDict) -> TensorDict:
-        """:meth:`forward`'s terms and diagnostics, without gradients, and the gradient of the
-        summed ``loss_*`` terms written into every parameter's ``.grad`` (replaced), in
-        closed form instead of by autograd (only when :attr:`analytic_gradients`).
-
-        The derivatives: ``d loss_qvalue / d Q_k(s_n, a_n) = (Q_k - y_n) / N``;
-        ``d loss_actor / d log pi(a~_n|s_n) = alpha / N`` and ``d loss_actor / d a~_n =
-        -dQ_k*(s_n, a~_n)/da~ / N`` for the critic k* of the minimum (as torch.min's
-        gradient picks); ``d loss_alpha / d log alpha = -mean(log pi + H_target)``. The
-        networks back-propagate them by hand (:mod:`rlplat.networks.backward`), drawing the
-        same noise as :meth:`forward`; the gradients equal autograd's to float rounding (tested).
-
-        Runs under ``torch.inference_mode``, where torch's operations skip autograd's
-        dispatch (no_grad only switches it off): at row 2's settings with 64 units,
-        ``benchmarks/speed.py`` counts 10-12% more updates per second. A ``.grad`` it creates
-        is an ordinary tensor (:func:`rlplat.networks.backward.gradient_of`).
-
-        The actor acts on ``s`` and ``s'`` in one pass of ``2N`` rows (an update 4-9% faster
-        than with two passes, at 32 to 256 units). The critics evaluate ``(s, a)`` and
-        ``(s, a~)`` in two passes: one of ``2N`` rows was slower at 256 units (the layers'
-        outputs outgrow the CPU's cache) and no faster at 32 and 64.
-
-        Args:
-            batch: ``[N]`` transitions, as for :meth:`forward`.
-
-        Returns:
-            What :meth:`forward` returns, detached.
-        """
-        observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
-        n = action.shape[0]
-        alpha = self.log_alpha.exp()
-        noise = self._noise(action).flatten(0, 1)  # [2N, A]
-        # one pass of the actor: rows [:N] a~ ~ pi(.|s) for its loss, rows [N:] a' ~ pi(.|s') for the target
-        actions, log_probs, actor_saved = self.actor.forward_saving(
-            torch.cat([observation, batch[keys.NEXT_OBSERVATION]]), noise
-        )
-        new_action, log_prob = actions[:n], log_probs[:n]
-        target = self._target(batch, alpha, actions[n:], log_probs[n:])
-
-        q, q_saved = self.critics.forward_saving(observation, action)  # [K, N, 1]
-        q_new_all, q_new_saved = self.critics.forward_saving(observation, new_action)  # [K, N, 1]
-        q_new, critic_index = q_new_all.min(0)  # [N, 1]
-        td_error = q - target  # [K, N, 1]
-        output = self._terms(q, td_error, alpha, log_prob, q_new)
-
-        self.critics.backward(q_saved, td_error.mul_(1.0 / n), action_grad=False)
-        grad_q_new = torch.zeros_like(q_new_all).scatter_(0, critic_index.unsqueeze(0), -1.0 / n)
-        grad_action = self.critics.backward(q_new_saved, grad_q_new, trained=False)  # [N, A]; critics held fixed
-        assert grad_action is not None
-        self.actor.backward(actor_saved.first(n), grad_action, alpha * (1.0 / n))
-        if self.log_alpha.requires_grad:  # -mean(log pi + H_target) = entropy - H_target
-            torch.sub(output["entropy"], self.target_entropy, out=gradient_of(self.log_alpha))
-        return output
-
-    def _noise(self, action: Tensor) -> Tensor:
-        """``[2, N, A]`` standard normal draws: the new actions' (actor loss) and the next
-        actions' (target), in one call so that :meth:`forward` and :meth:`gradients` draw alike."""
+    def noise(self, action: Tensor) -> Tensor:
+        """``[2, N, A]`` standard normal draws for ``[N, A]`` actions: the new actions' (actor
+        loss) and the next actions' (target), in one call."""
         return torch.randn(2, *action.shape, dtype=action.dtype, device=action.device)
 
-    def _target(self, batch: TensorDict, alpha: Tensor, next_action: Tensor, next_log_prob: Tensor) -> Tensor:
+    def target(self, batch: TensorDict, alpha: Tensor, next_action: Tensor, next_log_prob: Tensor) -> Tensor:
         """``[N, 1]`` soft TD target ``r + gamma (1 - terminated) (min_k Q_target_k(s', a') -
         alpha log pi(a'|s'))`` for ``[N, A]`` a' ~ pi(.|s') and its ``[N]`` log pi; no gradients."""
-        next_observation = batch[keys.NEXT_OBSERVATION]
-        if self.analytic_gradients:  # the stacked critics' faster products, outside autograd
-            next_q_all = self.critics_target.forward_saving(next_observation, next_action)[0]
-        else:
-            next_q_all = self.critics_target(next_observation, next_action)
-        next_q = next_q_all.min(0).values  # [N, 1]
+        next_q = self.critics_target(batch[keys.NEXT_OBSERVATION], next_action).min(0).values  # [N, 1]
         soft_value = (next_q - alpha * next_log_prob.unsqueeze(-1)).masked_fill_(batch[keys.NEXT_TERMINATED], 0.0)
         return torch.add(batch[keys.NEXT_REWARD], soft_value, alpha=self.gamma)
 
-    def _terms(self, q: Tensor, td_error: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
+    def terms(self, q: Tensor, td_error: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
         """The loss output from ``[K, N, 1]`` Q(s, a) and TD errors ``Q(s, a) - y``, ``[N]`` log pi
         of the new actions and ``[N, 1]`` min_k Q_k(s, a~), through means of ``[N]`` values
         (one reduction each: ``mean(alpha log pi - Q) = alpha mean(log pi) - mean(Q)``)."""

@@ -56,10 +56,13 @@ class TargetSchedule:
 
 @torch.no_grad()
 def polyak_update(targets: list[Tensor], sources: list[Tensor], tau: float) -> None:
-    """``target <- target + tau * (source - target)`` for every pair, in place.
+    """``target <- target + tau * (source - target)`` for every pair, in place (Polyak
+    averaging; ``tau = 1`` copies).
 
-    Uses ``torch._foreach_lerp_``, the one private torch function in rlplat: torch has no
-    public multi-tensor lerp (its optimizers and ``torch.optim.swa_utils`` use this one),
-    and a loop of public ``Tensor.lerp_`` costs one dispatch per tensor on every update.
+    Args:
+        targets: The target network's tensors.
+        sources: The online network's tensors, of the same shapes, in the same order.
+        tau: The Polyak coefficient in (0, 1].
     """
-    torch._foreach_lerp_(targets, sources, tau)
+    for target, source in zip(targets, sources, strict=True):
+        target.lerp_(source, tau)

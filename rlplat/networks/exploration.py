@@ -7,8 +7,6 @@ epsilon decay in frames. ``deterministic=True`` (evaluation) neither explores no
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor, nn
 
@@ -105,7 +103,7 @@ class _BoxExplorer(_FrameCounter):
         self.action_dim = action_dim
         self.warmup_frames = warmup_frames
 
-    def _warmup_action(self, observation: Tensor) -> Tensor | None:
+    def warmup_action(self, observation: Tensor) -> Tensor | None:
         """Uniform actions during warm-up (and counts frames); None once warm-up is over."""
         n = observation.shape[0]
         if self._count(n) < self.warmup_frames:
@@ -160,7 +158,7 @@ class NoisyDeterministicPolicy(_BoxExplorer):
         zeros = torch.zeros(observation.shape[0], device=observation.device)
         if deterministic:
             return self.actor(observation), zeros
-        random = self._warmup_action(observation)
+        random = self.warmup_action(observation)
         if random is not None:
             return random, zeros
         action = self.actor(observation)
@@ -182,22 +180,8 @@ class SquashedGaussianPolicy(_BoxExplorer):
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
         """``[N, *obs]`` -> ``[N, A]`` actions in (-1, 1) and ``[N]`` log-probabilities."""
-        return self.act_function(deterministic)(observation)
-
-    def act_function(self, deterministic: bool = False) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
-        """:meth:`act` with ``deterministic`` bound, for a stretch of steps over which the
-        parameters do not change (see :func:`rlplat.collectors.base.act_function`); on the
-        CPU the actor acts in numpy
-        (:meth:`rlplat.networks.actors.SquashedGaussianActor.numpy_act_function`)."""
-        numpy_act = self.actor.numpy_act_function(deterministic)
-
-        def act(observation: Tensor) -> tuple[Tensor, Tensor]:
-            if not deterministic:
-                random = self._warmup_action(observation)
-                if random is not None:
-                    return random, torch.zeros(observation.shape[0], device=observation.device)
-            if numpy_act is not None:
-                return numpy_act(observation.numpy())
-            return self.actor(observation, deterministic)
-
-        return act
+        if not deterministic:
+            random = self.warmup_action(observation)
+            if random is not None:
+                return random, torch.zeros(observation.shape[0], device=observation.device)
+        return self.actor(observation, deterministic)

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.networks.mlp import StackedMLP, stackable
+from rlplat.networks.ensemble import StackedMLP, stackable
 
 
 def _head(in_features: int, out_features: int) -> nn.Linear:
@@ -57,8 +57,8 @@ def state_action_space(
 class ContinuousQEnsemble(nn.Module):
     """K independent critics Q_k(s, a) for Box actions: ``[N, *obs], [N, A] -> [K, N, 1]``.
 
-    Critics over :class:`rlplat.networks.mlp.MLP` torsos run together as one
-    :class:`rlplat.networks.mlp.StackedMLP`; other torsos run one after the other.
+    Critics over torsos that are exactly :class:`rlplat.networks.mlp.MLP` run together as one
+    :class:`rlplat.networks.ensemble.StackedMLP`; other torsos run one after the other.
 
     Args:
         network: Torso factory, called with the concatenated state-action space.
@@ -98,39 +98,3 @@ class ContinuousQEnsemble(nn.Module):
         finally:
             for p in parameters:
                 p.requires_grad_(True)
-
-    @property
-    def has_backward(self) -> bool:
-        """Whether :meth:`forward_saving` and :meth:`backward` apply: stacked MLP torsos with
-        tanh or ReLU."""
-        return self.stacked is not None and self.stacked.has_backward
-
-    def forward_saving(self, observation: Tensor, action: Tensor) -> tuple[Tensor, tuple[list[Tensor], int]]:
-        """:meth:`forward` without autograd (when :attr:`has_backward`).
-
-        Returns:
-            Q-values ``[K, N, 1]`` and what :meth:`backward` needs.
-        """
-        assert self.stacked is not None
-        outputs = self.stacked.forward_saving(torch.cat([observation.flatten(1), action], dim=-1))
-        return outputs[-1], (outputs, action.shape[-1])
-
-    def backward(
-        self, saved: tuple[list[Tensor], int], grad_q: Tensor, *, trained: bool = True, action_grad: bool = True
-    ) -> Tensor | None:
-        """Back-propagate ``[K, N, 1]`` dL/dQ_k(s_n, a_n).
-
-        Args:
-            saved: What :meth:`forward_saving` returned with the Q-values.
-            grad_q: ``[K, N, 1]`` float.
-            trained: Set the critics' ``.grad`` (replaced; a critic's loss); False holds them
-                fixed (an actor's loss).
-            action_grad: Return the action's gradient.
-
-        Returns:
-            With ``action_grad``, ``[N, A]`` dL/da summed over the K critics; else None.
-        """
-        assert self.stacked is not None
-        outputs, action_dim = saved
-        grad_input = self.stacked.backward(outputs, grad_q, trained=trained, input_grad=action_grad)
-        return None if grad_input is None else grad_input[..., -action_dim:].sum(0)  # [K, N, obs + A] -> [N, A]

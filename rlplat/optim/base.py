@@ -1,12 +1,13 @@
-"""What an optimizer entry implements (entry-point group ``rlplat.optimizers``)."""
+"""What an optimizer entry implements (entry-point group ``rlplat.optimizers``), and the flat
+layout of parameters that an elementwise optimizer may be given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 
 class OptimizerFactory(Protocol):
@@ -24,3 +25,38 @@ class OptimizerFactory(Protocol):
     def __call__(self, params: Iterable[nn.Parameter], /, **settings: Any) -> torch.optim.Optimizer:
         """``params`` -> an optimizer over them; raises ConfigError for bad settings."""
         ...
+
+
+class FlatLayout(Protocol):
+    """Parameters laid out in contiguous buffers, one per device and dtype; each parameter
+    a view into its buffer and its ``.grad`` a view into the matching gradient buffer. Built
+    by :mod:`rlplat.accel.flat` for the exact built-in classes; an optimizer entry marked
+    ``elementwise`` then steps the buffers instead of the parameters one by one.
+
+    Attributes:
+        leaves: The buffers, as leaf tensors whose ``.grad`` is the gradient buffer: what the
+            optimizer steps.
+    """
+
+    leaves: Sequence[Tensor]
+
+    def zero_grad(self) -> None:
+        """Zero the gradient buffers in place."""
+        ...
+
+    def clip_gradients(self, max_norm: float | None) -> Tensor:
+        """Scale the gradients so that their joint L2 norm is at most ``max_norm`` (None: no
+        clip), as ``torch.nn.utils.clip_grad_norm_`` does.
+
+        Returns:
+            The norm before clipping, 0-dim float.
+
+        Raises:
+            RuntimeError: naming a parameter whose ``.grad`` is no longer its view of the
+                gradient buffer (set to None, or replaced): its gradient would be lost.
+        """
+        ...
+
+
+Flatten = Callable[[list[nn.Parameter]], FlatLayout]
+"""Lays out a list of parameters in flat buffers (each parameter in one list only)."""

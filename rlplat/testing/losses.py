@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from torch import Tensor, nn
 
 from rlplat import keys
+from rlplat.accel import Acceleration, compare_gradients
 from rlplat.collectors.base import Policy, act_function
 from rlplat.envs.base import space_shape
 from rlplat.losses.base import Loss
@@ -25,6 +26,7 @@ from rlplat.testing._common import (
     shape_text,
     subject,
 )
+from rlplat.trainer import loss_total
 
 DEFAULT_NETWORK: tuple[Entry, Mapping[str, Any]] = ("mlp", {"hidden_sizes": [16]})
 """The torso the kit's losses are built over, unless the caller names another."""
@@ -62,9 +64,11 @@ def check_loss(
       declares them (each a key of the preprocessed rollout): the output is a TensorDict of batch
       size ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
       without gradients; the summed ``loss_*`` terms back-propagate finite gradients into every
-      trainable parameter (over the updates); an SGD step per group, then ``after_update()``; a
-      loss with a true ``analytic_gradients`` attribute returns the same from ``gradients(batch)``
-      (the same random draws) and sets the same gradients (to float rounding);
+      trainable parameter (over the updates); an SGD step per group, then ``after_update()``;
+    * every accelerated path of :mod:`rlplat.accel` that covers the loss (the exact built-in
+      classes) agrees with its definition: each closed-form update returns what the loss does
+      and sets the gradients autograd does, from the same random draws, and the numpy acting
+      acts as ``policy.act`` (to float rounding; :mod:`rlplat.accel.check`);
     * ``state_dict()`` is a mapping ``torch.save`` can write.
 
     Args:
@@ -288,9 +292,22 @@ def _check_updates(
     optimizers = [torch.optim.SGD(ps, lr=1e-4) for ps in groups.values() if any(p.requires_grad for p in ps)]
     generator = torch.Generator().manual_seed(seed)
     reached: set[int] = set()
+    warnings: list[str] = []
+    acceleration = Acceleration(loss, warn=warnings.append)
+    fast_updates = acceleration.fast_updates()
+    acceleration.policy()  # compares acting in numpy with the policy's act, where it applies
+    entry.expect(not warnings, f"rlplat.accel: {'; '.join(warnings)}")
+
+    def autograd(batch: TensorDict) -> TensorDict:
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        output = loss(batch)
+        loss_total(output).backward()
+        return output.detach()
+
+    trainable = {name: p for name, p in named.items() if p.requires_grad}
     for update in range(updates):
         batch = _minibatch(processed, batch_size, length, generator)
-        rng_state = torch.get_rng_state()  # gradients(batch) below draws what loss(batch) drew
         with entry.running(f"loss(batch {shape_text(batch.batch_size)}) (update {update})"):
             output = loss(batch)
         total = check_loss_output(entry, output)
@@ -298,9 +315,12 @@ def _check_updates(
             optimizer.zero_grad(set_to_none=True)
         with entry.running(f"backward of the summed loss_* terms (update {update})"):
             total.backward()
-        if getattr(loss, "analytic_gradients", False):
-            torch.set_rng_state(rng_state)
-            _check_closed_form(entry, loss, batch, named, update)
+        for kind, fast in fast_updates.items():
+            with entry.running(f"rlplat.accel's closed-form update in {kind} (update {update})"):
+                _, difference = compare_gradients(fast, autograd, batch, trainable)
+            entry.expect(
+                difference is None, f"rlplat.accel's closed-form update in {kind} disagrees with autograd: {difference}"
+            )
         for name, p in named.items():
             if p.grad is not None:
                 entry.expect(bool(torch.isfinite(p.grad).all()), f"the gradient of {name} holds NaN or inf")
@@ -313,37 +333,16 @@ def _check_updates(
     entry.expect(not never, f"trainable parameters that no loss_* term reached in {updates} updates: {never}")
 
 
-def _check_closed_form(
-    entry: Subject, loss: Loss, batch: TensorDict, named: dict[str, nn.Parameter], update: int
-) -> None:
-    """A loss with a true ``analytic_gradients``: ``gradients(batch)`` returns what
-    ``forward`` does and sets the gradients autograd just computed (to float rounding),
-    drawing the same random numbers (the caller restored torch's generator to its state
-    before ``forward``)."""
-    expected = {name: p.grad.clone() for name, p in named.items() if p.grad is not None}
-    with entry.running(f"gradients(batch) (update {update})"):
-        output = loss.gradients(batch)  # type: ignore[attr-defined]  # see rlplat.losses.base.Loss
-    check_loss_output(entry, output, "gradients")
-    for name, grad in expected.items():
-        got = named[name].grad
-        difference = float("inf") if got is None else float((got - grad).abs().max())
-        entry.expect(
-            difference <= 1e-3 * (float(grad.abs().max()) + 1e-6),
-            f"gradients(batch) set {name}.grad unlike autograd's back-propagation of the summed loss_* terms "
-            f"(largest difference {difference:.3g})",
-        )
-
-
-def check_loss_output(entry: Subject, output: Any, method: str = "forward") -> torch.Tensor:
+def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:
     """Fail unless ``output`` is what the trainer logs and sums; returns the summed ``loss_*``
-    terms. ``forward``'s terms carry gradients; ``gradients``' (closed form) carry none."""
+    terms, which carry gradients."""
     entry.expect(
         isinstance(output, TensorDict) and output.batch_size == torch.Size([]),
-        f"{method} returned {type(output).__name__} {shape_text(getattr(output, 'batch_size', []))}; "
+        f"forward returned {type(output).__name__} {shape_text(getattr(output, 'batch_size', []))}; "
         "expected a TensorDict of batch size []",
     )
     terms = [key for key in output.keys() if key.startswith(keys.LOSS_PREFIX)]  # noqa: SIM118  (iter(td) walks the batch dim)
-    entry.expect(terms, f"{method} returned no {keys.LOSS_PREFIX}* term; it has {sorted(output.keys())}")
+    entry.expect(terms, f"forward returned no {keys.LOSS_PREFIX}* term; it has {sorted(output.keys())}")
     for key, value in output.items():
         entry.expect(
             isinstance(value, torch.Tensor) and value.shape == () and value.is_floating_point(),
@@ -354,8 +353,5 @@ def check_loss_output(entry: Subject, output: Any, method: str = "forward") -> t
         if key not in terms:
             entry.expect(not value.requires_grad, f"diagnostic {key!r} carries gradients; detach it")
     total = sum(output[key] for key in terms)
-    if method == "forward":
-        entry.expect(total.requires_grad, f"none of {terms} carries gradients; nothing would be trained")
-    else:
-        entry.expect(not total.requires_grad, f"{method} returned loss_* terms that carry gradients; detach them")
+    entry.expect(total.requires_grad, f"none of {terms} carries gradients; nothing would be trained")
     return total

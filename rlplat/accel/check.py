@@ -1,0 +1,123 @@
+"""Accelerated paths checked against the definitions they stand in for: a fast update
+against autograd's back-propagation of the loss's forward, a fast act function against the
+policy's own ``act``.
+
+Tolerances (float32; the fast paths sum in other orders than torch's kernels):
+
+* a gradient agrees when, for each parameter, the largest elementwise difference is at
+  most ``1e-3`` of that parameter's largest autograd gradient plus ``1e-6`` of the largest
+  autograd gradient of any parameter (so a gradient that is zero under autograd may differ by
+  rounding alone);
+* a loss output agrees when each value differs by at most ``1e-3`` of its magnitude plus
+  ``1e-5``;
+* an action or log-probability agrees when it differs by at most ``1e-4`` of its magnitude
+  plus ``1e-4``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import cast
+
+import torch
+from tensordict import TensorDict
+from torch import Tensor, nn
+
+from rlplat.collectors.base import ActFunction
+
+GRAD_RTOL, GRAD_SCALE_ATOL = 1e-3, 1e-6
+OUTPUT_RTOL, OUTPUT_ATOL = 1e-3, 1e-5
+ACT_RTOL, ACT_ATOL = 1e-4, 1e-4
+
+
+@contextmanager
+def same_draws(devices: set[torch.device]) -> Iterator[Callable[[], None]]:
+    """Yields ``rewind()``, which sets torch's generators (the CPU's and those of the CUDA
+    devices among ``devices``) back to their state on entry: code run after it draws the
+    random numbers that code run before it drew."""
+    cuda = sorted({d.index or 0 for d in devices if d.type == "cuda"})
+    cpu_state = torch.get_rng_state()
+    cuda_states = [torch.cuda.get_rng_state(i) for i in cuda]
+
+    def rewind() -> None:
+        torch.set_rng_state(cpu_state)
+        for index, state in zip(cuda, cuda_states):
+            torch.cuda.set_rng_state(state, index)
+
+    yield rewind
+
+
+def compare_gradients(
+    fast: Callable[[TensorDict], TensorDict],
+    reference: Callable[[TensorDict], TensorDict],
+    batch: TensorDict,
+    named: Mapping[str, nn.Parameter],
+) -> tuple[TensorDict, str | None]:
+    """Run ``fast`` and then ``reference`` on ``batch`` from the same random state, and compare
+    the loss outputs and gradients they leave (tolerances in the module's docstring).
+
+    Args:
+        fast: The accelerated update.
+        reference: The definition (:class:`rlplat.trainer.Autograd`).
+        batch: A minibatch.
+        named: The trainable parameters by name.
+
+    Returns:
+        ``reference``'s output (its gradients are left in ``.grad``), and None when the two
+        agree, else a description of the first difference (a parameter or an output key,
+        the largest difference and what was allowed).
+    """
+    with same_draws({p.device for p in named.values()}) as rewind:
+        fast_output = fast(batch)
+        fast_grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in named.items()}
+        rewind()
+        output = reference(batch)
+    return output, _output_difference(fast_output, output) or _gradient_difference(fast_grads, named)
+
+
+def _output_difference(fast: TensorDict, reference: TensorDict) -> str | None:
+    if set(fast.keys()) != set(reference.keys()):
+        return f"its loss output has the keys {sorted(fast.keys())}, the loss's {sorted(reference.keys())}"
+    for key, value in reference.items():
+        value = cast(Tensor, value)
+        difference = float((cast(Tensor, fast[key]).to(value.dtype) - value).abs())
+        allowed = OUTPUT_RTOL * float(value.abs()) + OUTPUT_ATOL
+        if not difference <= allowed:
+            return f"output {key!r} (differs by {difference:.3g}, allowed {allowed:.3g})"
+    return None
+
+
+def _gradient_difference(fast: Mapping[str, Tensor | None], named: Mapping[str, nn.Parameter]) -> str | None:
+    reference = {name: p.grad if p.grad is not None else torch.zeros_like(p) for name, p in named.items()}
+    scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
+    for name, grad in reference.items():
+        got = fast[name]
+        got = torch.zeros_like(grad) if got is None else got
+        difference = float((got - grad).abs().max()) if grad.numel() else 0.0
+        allowed = GRAD_RTOL * (float(grad.abs().max()) if grad.numel() else 0.0) + GRAD_SCALE_ATOL * scale
+        if not difference <= allowed:
+            return f"parameter {name} (its gradient differs by {difference:.3g}, allowed {allowed:.3g})"
+    return None
+
+
+def compare_acting(fast: ActFunction, reference: ActFunction, observation: Tensor) -> str | None:
+    """Act with ``fast`` and ``reference`` on ``observation`` from the same random state
+    (torch's generators left as they were) and compare actions and log-probabilities.
+
+    Returns:
+        None when they agree (tolerance in the module's docstring), else which differs.
+    """
+    with same_draws({observation.device}) as rewind, torch.inference_mode():
+        action, log_prob = fast(observation)
+        rewind()
+        want_action, want_log_prob = reference(observation)
+        rewind()
+    for what, got, want in (("action", action, want_action), ("log_prob", log_prob, want_log_prob)):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return f"its {what} is {list(got.shape)} {got.dtype}, the policy's {list(want.shape)} {want.dtype}"
+        difference = (got.double() - want.double()).abs()
+        allowed = ACT_RTOL * want.double().abs() + ACT_ATOL
+        if not bool((difference <= allowed).all()):
+            return f"its {what} differs by {float(difference.max()):.3g} from the policy's"
+    return None
