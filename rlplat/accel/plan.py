@@ -227,14 +227,13 @@ class Acceleration:
         self.acting: str | None = "numpy" if acting_reason is None else None
         flat_reason = off if not enabled else own_modules(loss)
         self.flat = flat_reason is None
-        update = (
-            f"closed-form gradients in {self.closed_form}, checked against autograd on the first minibatch"
-            if self.closed_form
-            else "autograd" + ("" if update_reason is None or not _covered(loss) else f" ({update_reason})")
-        )
-        acting = "numpy" if self.acting else "the policy's act" + (f" ({acting_reason})" if enabled else "")
-        parameters = "flat buffers" if self.flat else f"one by one ({flat_reason})"
-        self.summary = f"accel: update by {update}; acting in {acting}; parameters {parameters}"
+        if self.closed_form:
+            update = f"closed-form gradients in {self.closed_form}, checked against autograd on the first minibatch"
+        else:  # why not, where a closed form exists for the algorithm
+            update = "autograd" + _why(update_reason if not enabled or isinstance(loss, PPOLoss | SACLoss) else None)
+        acting = "numpy" if self.acting else "the policy's own act" + _why(acting_reason)
+        parameters = "flat buffers" if self.flat else "one by one" + _why(flat_reason)
+        self.summary = f"accel: update by {update}; acting by {acting}; parameters {parameters}"
 
     @property
     def flatten(self) -> Flatten | None:
@@ -307,7 +306,5 @@ class Acceleration:
         return numpy_policy
 
 
-def _covered(loss: Loss) -> bool:
-    """Whether a closed form exists for the loss's algorithm (its class or a base of it), so
-    that saying why it is not used helps."""
-    return isinstance(loss, PPOLoss | SACLoss)
+def _why(reason: str | None) -> str:
+    return "" if reason is None else f" ({reason})"

@@ -7,10 +7,14 @@ import pytest
 import torch
 from conftest import tiny
 
+from rlplat.accel.flat import FlatParameters
 from rlplat.build import build
 from rlplat.hydra_ext import compose_config
 from rlplat.optim import make_optimizers
 from rlplat.registry import ConfigError
+from rlplat.trainer import ParameterError
+
+LAYOUTS = [pytest.param(None, id="one-by-one"), pytest.param(FlatParameters, id="flat")]
 
 ACTOR_CRITIC = [
     ("ppo", "pendulum"),
@@ -75,7 +79,7 @@ def test_unconfigured_groups_share_one_optimizer_and_clip_their_joint_norm():
     [shared] = optimizers.units
     assert shared.label == "" and shared.groups == ("actor", "critic")
     for p in [*actor.parameters(), *critic.parameters()]:
-        p.grad.fill_(3.0)  # 9 elements of 3: joint norm sqrt(81); in place: the grads are views of one buffer
+        p.grad = torch.full_like(p, 3.0)  # 9 elements of 3: joint norm sqrt(81)
     norms = optimizers.clip_gradients()
     optimizers.step()
     torch.testing.assert_close(norms["grad_norm"], torch.tensor(9.0))
@@ -94,8 +98,8 @@ def test_a_group_with_its_own_node_is_clipped_alone():
         "critic": {"max_grad_norm": 0.5},
     }
     optimizers = make_optimizers(node, {"actor": list(actor.parameters()), "critic": list(critic.parameters())})
-    actor.weight.grad.fill_(4.0)  # in place: the gradient is a view of the flat buffer
-    critic.weight.grad.fill_(3.0)
+    actor.weight.grad = torch.full_like(actor.weight, 4.0)
+    critic.weight.grad = torch.full_like(critic.weight, 3.0)
     norms = optimizers.clip_gradients()
     optimizers.step()
     assert set(norms) == {"critic/grad_norm", "grad_norm"}
@@ -118,13 +122,18 @@ def _net() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
 
 
+@pytest.mark.parametrize("flatten", LAYOUTS)
 @pytest.mark.parametrize("max_grad_norm", [None, 0.05])
-def test_flat_parameters_step_exactly_as_adam_over_each_parameter(max_grad_norm):
+def test_the_parameters_step_exactly_as_adam_over_each_parameter(max_grad_norm, flatten):
     flat_net, reference = _net(), _net()
-    optimizers = make_optimizers({**ADAM, "max_grad_norm": max_grad_norm}, {"q": list(flat_net.parameters())})
+    optimizers = make_optimizers(
+        {**ADAM, "max_grad_norm": max_grad_norm}, {"q": list(flat_net.parameters())}, (), flatten
+    )
     [unit] = optimizers.units
-    [buffer] = unit.grads
-    assert all(p.grad.untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr() for p in unit.parameters)
+    if flatten is not None:
+        [buffer] = unit.flat.grads
+        storage = buffer.untyped_storage().data_ptr()
+        assert all(p.grad.untyped_storage().data_ptr() == storage for p in unit.parameters)
     adam = torch.optim.Adam(reference.parameters(), lr=0.01, eps=1e-8)
     x = torch.randn(16, 3)
     for _ in range(5):
@@ -144,7 +153,9 @@ def test_flat_parameters_step_exactly_as_adam_over_each_parameter(max_grad_norm)
     for p, q in zip(flat_net.parameters(), reference.parameters()):
         torch.testing.assert_close(p, q)
     state = optimizers.state_dict()
-    make_optimizers({**ADAM, "max_grad_norm": None}, {"q": list(_net().parameters())}).load_state_dict(state)
+    make_optimizers({**ADAM, "max_grad_norm": None}, {"q": list(_net().parameters())}, (), flatten).load_state_dict(
+        state
+    )
 
 
 def test_an_optimizer_entry_not_marked_elementwise_gets_the_parameters_one_by_one(monkeypatch):
@@ -156,9 +167,10 @@ def test_an_optimizer_entry_not_marked_elementwise_gets_the_parameters_one_by_on
     OPTIMIZERS.names()  # entry points discovered first, so that the test entry is not overwritten
     monkeypatch.setitem(OPTIMIZERS._entries, "plain_sgd", Entry("plain_sgd", "test", target=sgd))
     net = _net()
-    optimizers = make_optimizers({"name": "plain_sgd", "lr": 0.1, "max_grad_norm": 1.0}, {"q": list(net.parameters())})
+    node = {"name": "plain_sgd", "lr": 0.1, "max_grad_norm": 1.0}
+    optimizers = make_optimizers(node, {"q": list(net.parameters())}, (), FlatParameters)
     [unit] = optimizers.units
-    assert unit.grads == [] and len(unit.optimizer.param_groups[0]["params"]) == 4
+    assert unit.flat is None and len(unit.optimizer.param_groups[0]["params"]) == 4
     net(torch.randn(4, 3)).sum().backward()
     optimizers.clip_gradients()
     optimizers.step()
@@ -166,10 +178,12 @@ def test_an_optimizer_entry_not_marked_elementwise_gets_the_parameters_one_by_on
     assert all(p.grad is None for p in net.parameters())
 
 
-def test_groups_with_the_same_settings_but_the_rate_share_one_optimizer_and_step_as_separate_ones():
+@pytest.mark.parametrize("flatten", LAYOUTS)
+def test_groups_with_the_same_settings_but_the_rate_share_one_optimizer_and_step_as_separate_ones(flatten):
     actor, critic, reference_actor, reference_critic = _net(), _net(), _net(), _net()
     node = {**ADAM, "max_grad_norm": None, "actor": {"lr": 0.05}, "critic": {"max_grad_norm": 0.1}}
-    optimizers = make_optimizers(node, {"actor": list(actor.parameters()), "critic": list(critic.parameters())})
+    groups = {"actor": list(actor.parameters()), "critic": list(critic.parameters())}
+    optimizers = make_optimizers(node, groups, (), flatten)
     assert len(optimizers.optimizers) == 1 and len(optimizers.units) == 2
     assert optimizers.learning_rates() == {"actor/lr": 0.05, "critic/lr": 0.01}
     separate = [
@@ -195,45 +209,6 @@ def test_groups_with_the_same_settings_but_the_rate_share_one_optimizer_and_step
     assert optimizers.learning_rates() == {"actor/lr": 0.025, "critic/lr": 0.005}
 
 
-def test_the_direct_fused_adam_step_gives_the_same_numbers_as_adam_step():
-    from rlplat.optim.groups import FusedAdamStep, flatten_parameters
-
-    nets = [_net(), _net()]  # identical weights
-    optimizers = []
-    for net in nets:  # two param groups with rates of their own, as merged units have
-        params = list(net.parameters())
-        [first], _ = flatten_parameters(params[:2])
-        [second], _ = flatten_parameters(params[2:])
-        groups = [{"params": [first], "lr": 0.01}, {"params": [second], "lr": 0.03}]
-        optimizers.append(torch.optim.Adam(groups, eps=1e-8, weight_decay=0.01, fused=True))
-    direct = FusedAdamStep(optimizers[0])
-    assert FusedAdamStep.supports(optimizers[0])
-    x = torch.randn(16, 3)
-    for step in range(6):
-        for net, optimizer in zip(nets, optimizers):
-            for group, lr in zip(optimizer.param_groups, (0.01, 0.03)):
-                group["lr"] = lr / (step + 1)  # a schedule between steps
-            for p in net.parameters():
-                p.grad.zero_()
-            net(x).pow(2).mean().backward()
-        direct()
-        optimizers[1].step()
-    for p, q in zip(*(net.parameters() for net in nets)):
-        assert torch.equal(p, q)
-    for a, b in zip(*(optimizer.state.values() for optimizer in optimizers)):
-        assert all(torch.equal(a[key], b[key]) and a[key].dtype == b[key].dtype for key in a)
-        assert set(a) == set(b) == {"step", "exp_avg", "exp_avg_sq"}
-    assert float(next(iter(optimizers[0].state.values()))["step"]) == 6
-
-
-@pytest.mark.parametrize("setting", [{"amsgrad": True}, {"fused": False}, {"maximize": True}])
-def test_adam_variants_the_direct_step_does_not_reproduce_keep_adam_step(setting):
-    from rlplat.optim.groups import FusedAdamStep
-
-    optimizer = torch.optim.Adam(_net().parameters(), **{"fused": True, **setting})
-    assert not FusedAdamStep.supports(optimizer)
-
-
 def test_a_fused_adam_over_parameters_one_by_one_keeps_adam_step(monkeypatch):
     """A plugin's Adam not marked elementwise gets the parameters one by one, whose gradients
     may be None (here the second layer's): it must step through Adam's own step."""
@@ -257,48 +232,26 @@ def test_a_fused_adam_over_parameters_one_by_one_keeps_adam_step(monkeypatch):
     assert second.weight.grad is None and torch.equal(second.weight, before)
 
 
-OPTIMIZERS_STEPPED_EAGERLY = [
-    lambda ps: torch.optim.RMSprop(ps, lr=0.01, alpha=0.99, eps=1e-5, weight_decay=0.01),
-    lambda ps: torch.optim.Adam(ps, lr=0.01, fused=False, foreach=False, amsgrad=True),
-    lambda ps: torch.optim.Adam(ps, lr=0.01, fused=True),
-    lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, nesterov=True),
-]
-
-
-@pytest.mark.parametrize("make", OPTIMIZERS_STEPPED_EAGERLY, ids=["rmsprop", "adam-amsgrad", "adam-fused", "sgd"])
-def test_the_eager_step_gives_the_same_numbers_as_optimizer_step(make):
-    from rlplat.optim.groups import EagerStep
-
-    nets = [_net(), _net()]
-    optimizers = [make(list(net.parameters())) for net in nets]
-    assert EagerStep.supports(optimizers[0])
-    eager = EagerStep(optimizers[0])
-    x = torch.randn(16, 3)
-    for _ in range(4):
-        for net, optimizer in zip(nets, optimizers):
-            optimizer.zero_grad()
-            net(x).pow(2).mean().backward()
-        eager()
-        optimizers[1].step()
-        assert torch.is_grad_enabled()
-    for p, q in zip(*(net.parameters() for net in nets)):
-        assert torch.equal(p, q)
-    for a, b in zip(*(optimizer.state.values() for optimizer in optimizers)):
-        assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
-
-
-def test_an_optimizer_with_step_hooks_keeps_its_step():
-    from rlplat.optim.groups import EagerStep, _step
-
-    calls = []
-    optimizer = torch.optim.Adam(_net().parameters(), fused=True)
-    assert EagerStep.supports(optimizer)
-    optimizer.register_step_post_hook(lambda *args: calls.append(args))
-    assert not EagerStep.supports(optimizer)
-    step = _step(optimizer, flat=True)
-    assert step == optimizer.step
-    differentiable = torch.optim.Adam(_net().parameters(), differentiable=True)
-    assert not EagerStep.supports(differentiable)
+@pytest.mark.parametrize("replace", ["set_to_none", "assigned"])
+def test_a_gradient_taken_out_of_the_flat_buffer_fails_naming_its_parameter(replace):
+    """zero_grad() (set_to_none) or an assignment would leave the buffer behind, and the
+    optimizer would step without that gradient: it fails, in one line naming the parameter."""
+    net = _net()
+    names = {id(p): name for name, p in net.named_parameters()}
+    optimizers = make_optimizers(
+        {**ADAM, "max_grad_norm": 1.0}, {"q": list(net.parameters())}, (), lambda ps: FlatParameters(ps, names)
+    )
+    optimizers.zero_grad()
+    net(torch.randn(4, 3)).sum().backward()
+    optimizers.clip_gradients()  # every gradient in its view: fine
+    if replace == "set_to_none":
+        net.zero_grad()  # torch's default: every .grad set to None
+    else:
+        net[2].bias.grad = torch.zeros(2)
+    net(torch.randn(4, 3)).sum().backward()
+    name = "0.weight" if replace == "set_to_none" else "2.bias"
+    with pytest.raises(ParameterError, match=rf"^parameter {name}: its \.grad was"):
+        optimizers.clip_gradients()
 
 
 def test_a_loaded_state_leaves_the_learning_rate_schedule_setting_the_rates_the_optimizers_use():

@@ -1,4 +1,4 @@
-"""PPO's closed-form gradients (PPOLoss.gradients) against autograd's, and when they apply."""
+"""PPO's closed-form gradients (rlplat.accel.ppo) against autograd's, and when they apply."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from conftest import DEVICES, TINY, make_trainer
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.accel import Acceleration, CheckedGradients
+from rlplat.accel.ppo import NumpyPPOGradients, PPOGradients
 from rlplat.losses.ppo import PPOLoss
-from rlplat.networks.mlp import MLP, tanh_
+from rlplat.networks.mlp import MLP
 from rlplat.trainer import Trainer
 
 OBS = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -76,25 +78,28 @@ CASES = [
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("action_space,activation,kwargs", CASES)
 def test_closed_form_gradients_equal_autograds(action_space, activation, kwargs, dtype, device):
-    """On the CPU in float32 without value clipping the closed form runs in numpy, else in torch."""
+    """In torch on every device and dtype; in numpy too on the CPU in float32 without value
+    clipping, where a run takes that one."""
     loss = make_loss(action_space, activation, **kwargs)
     batch = make_batch(loss, action_space).apply(lambda x: x.to(dtype) if x.is_floating_point() else x).to(device)
     loss = loss.to(dtype).to(device)
-    assert loss.analytic_gradients
-    assert loss.agent.numpy_passes is (dtype == torch.float32 and device == "cpu")
+    numpy = dtype == torch.float32 and device == "cpu" and "value_clip" not in kwargs
+    assert Acceleration(loss).closed_form == ("numpy" if numpy else "torch")
     expected_output, expected = autograd_gradients(loss, batch)
     clipped = float(expected_output["clip_fraction"])
     assert 0.0 < clipped < 1.0  # both branches of the clipped objective are exercised
-    for parameter in loss.parameters():
-        parameter.grad = torch.full_like(parameter, 7.0)  # replaced, not accumulated
-    output = loss.gradients(batch)
-    for key, value in expected_output.items():
-        assert torch.allclose(output[key], value, rtol=1e-5, atol=1e-6), key
-        assert not output[key].requires_grad
-    for name, parameter in loss.named_parameters():
-        assert parameter.grad is not None
-        scale = float(expected[name].abs().max()) + 1e-6
-        assert torch.allclose(parameter.grad, expected[name], rtol=1e-4, atol=1e-5 * scale), name
+    for update in [PPOGradients(loss), *([NumpyPPOGradients(loss)] if numpy else [])]:
+        for parameter in loss.parameters():
+            parameter.grad = torch.full_like(parameter, 7.0)  # replaced, not accumulated
+        with torch.inference_mode():
+            output = update(batch)
+        for key, value in expected_output.items():
+            assert torch.allclose(output[key], value, rtol=1e-5, atol=1e-6), key
+            assert not output[key].requires_grad
+        for name, parameter in loss.named_parameters():
+            assert parameter.grad is not None
+            scale = float(expected[name].abs().max()) + 1e-6
+            assert torch.allclose(parameter.grad, expected[name], rtol=1e-4, atol=1e-5 * scale), name
 
 
 def test_value_clip_gradient_follows_the_larger_squared_error():
@@ -104,25 +109,47 @@ def test_value_clip_gradient_follows_the_larger_squared_error():
         value = loss.agent.value(batch[keys.OBSERVATION])
     batch[keys.STATE_VALUE] = value + torch.linspace(-1.0, 1.0, len(value)).unsqueeze(-1)  # inside and outside
     _, expected = autograd_gradients(loss, batch)
-    loss.gradients(batch)
+    with torch.inference_mode():
+        PPOGradients(loss)(batch)
     for name, parameter in loss.named_parameters():
         if "critic" in name or "value" in name:
             assert torch.allclose(parameter.grad, expected[name], rtol=1e-4, atol=1e-6), name
 
 
+class PPOWithPenalty(PPOLoss):
+    """A subclass: its forward is the definition, whatever the closed form of PPOLoss says."""
+
+    def forward(self, batch):
+        output = super().forward(batch)
+        output["loss_l2"] = 0.1 * sum((p * p).sum() for p in self.parameters())
+        return output
+
+
+class WiderMLP(MLP):
+    def forward(self, observation):
+        return 2.0 * super().forward(observation)
+
+
 @pytest.mark.parametrize(
-    "kwargs,activation",
-    [({"share_torso": True}, "tanh"), ({}, "gelu"), ({"analytic_gradients": False}, "tanh")],
-    ids=["shared-torso", "gelu", "switched-off"],
+    "make,reason",
+    [
+        (lambda: make_loss(BOX, share_torso=True), "loss.share_torso=true"),
+        (lambda: make_loss(BOX, "gelu"), "network.activation='gelu'"),
+        (lambda: PPOWithPenalty(OBS, BOX, lambda out: MLP(OBS, out)), "PPOWithPenalty, a subclass of PPOLoss"),
+        (lambda: PPOLoss(OBS, BOX, lambda out: WiderMLP(OBS, out)), "WiderMLP, a subclass of MLP"),
+    ],
+    ids=["shared-torso", "gelu", "loss-subclass", "network-subclass"],
 )
-def test_autograd_where_the_closed_form_does_not_apply(kwargs, activation):
-    assert not make_loss(BOX, activation, **kwargs).analytic_gradients
+def test_autograd_where_the_closed_form_does_not_apply_and_the_summary_says_why(make, reason):
+    acceleration = Acceleration(make())
+    assert acceleration.closed_form is None and acceleration.fast_updates() == {}
+    assert reason in acceleration.summary and "update by autograd" in acceleration.summary
 
 
-def test_numpy_tanh_matches_torch_to_one_ulp():
-    x = torch.linspace(-6.0, 6.0, 4097)
-    expected = torch.tanh(x.double())
-    assert torch.allclose(tanh_(x.clone()).double(), expected, rtol=0, atol=2 * torch.finfo(torch.float32).eps)
+def test_switched_off_by_trainer_accel():
+    acceleration = Acceleration(make_loss(BOX), enabled=False)
+    assert acceleration.closed_form is None and acceleration.acting is None and not acceleration.flat
+    assert acceleration.summary.count("trainer.accel=false") == 3
 
 
 def _trainer(overrides: list[str], tmp_path) -> Trainer:
@@ -135,24 +162,25 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(env, tmp_path, d
     """Same seed, one rollout of updates (flat gradient buffers, joint clip, Adam): the same
     parameters, to float rounding, with closed-form gradients as with autograd."""
     params = {}
-    for analytic in (True, False):
-        overrides = [f"env={env}", f"loss.analytic_gradients={str(analytic).lower()}", f"trainer.device={device}"]
+    for accel in (True, False):
+        overrides = [f"env={env}", f"trainer.accel={str(accel).lower()}", f"trainer.device={device}"]
         trainer = _trainer(overrides, tmp_path)
         parts = trainer.parts
-        assert parts.loss.analytic_gradients is analytic
+        assert isinstance(parts.gradients, CheckedGradients) is accel
         trainer._buffer(parts.collector.rollout())  # as Trainer.fit: only the loss's in_keys
         outputs = [trainer._update(batch, frames=0) for batch in parts.buffer.batches()]
         assert outputs and all(out is not None for out in outputs)
-        params[analytic] = [p.detach().clone() for p in parts.loss.parameters()]
+        assert not accel or parts.gradients.agreed  # checked on the first minibatch
+        params[accel] = [p.detach().clone() for p in parts.loss.parameters()]
         parts.close()
     for closed_form, autograd in zip(params[True], params[False]):
         assert torch.allclose(closed_form, autograd, rtol=1e-4, atol=1e-6)
 
 
 def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, monkeypatch):
-    """trainer.compile=true compiles PPO's gradients (torch's tanh inside the compiled code):
-    the same gradients as autograd's, to float rounding; the generated code leaves the
-    inputs' sizes and strides to dynamo's guards (no ``assert_size_stride`` per call)."""
+    """trainer.compile=true compiles PPO's closed form in torch (torch's tanh inside the
+    compiled code): the same gradients as autograd's, to float rounding; the generated code
+    leaves the inputs' sizes and strides to dynamo's guards (no ``assert_size_stride`` per call)."""
     guards = torch._C._dynamo.guards  # the generated code takes assert_size_stride from here when loaded
     size_asserts = []
     checked = guards.assert_size_stride
@@ -160,11 +188,13 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, monkeypa
     trainer = _trainer(["env=pendulum", "trainer.compile=true"], tmp_path)
     parts = trainer.parts
     loss = parts.loss
-    assert loss.analytic_gradients and "gradients" in vars(loss)  # the compiled function shadows the method
+    assert isinstance(parts.gradients, CheckedGradients) and "torch" in parts.gradients.name
     trainer._buffer(parts.collector.rollout())
     batch = next(iter(parts.buffer.batches()))
+    parts.gradients(batch)  # the first minibatch: compiled, and checked against autograd
+    assert parts.gradients.agreed
     _, expected = autograd_gradients(loss, batch)
-    loss.gradients(batch)
+    parts.gradients(batch)
     assert not size_asserts
     for name, parameter in loss.named_parameters():
         scale = float(expected[name].abs().max()) + 1e-6

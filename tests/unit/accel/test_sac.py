@@ -1,4 +1,4 @@
-"""SAC's closed-form gradients (SACLoss.gradients) against autograd's, the stacked products
+"""SAC's closed-form gradients (rlplat.accel.sac) against autograd's, the stacked products
 they run on, and when they apply."""
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from conftest import DEVICES, make_trainer
 from tensordict import TensorDict
 
 from rlplat import keys
+from rlplat.accel import Acceleration, CheckedGradients
+from rlplat.accel.mlp import stacked_addmm, stacked_input_grad, stacked_linear_grads
+from rlplat.accel.sac import SACGradients
 from rlplat.losses.sac import SACLoss
 from rlplat.networks.actors import LOG_STD_MAX, LOG_STD_MIN
-from rlplat.networks.backward import per_member, stacked_addmm, stacked_input_grad, stacked_linear_grads
+from rlplat.networks.ensemble import per_member
 from rlplat.networks.mlp import MLP
 
 OBS = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -67,6 +70,13 @@ def make_batch(n: int = 64) -> TensorDict:
     )
 
 
+def closed_form(loss: SACLoss, batch: TensorDict, seed: int) -> TensorDict:
+    """The closed-form update, drawing from torch's generator seeded with ``seed``."""
+    torch.manual_seed(seed)
+    with torch.inference_mode():
+        return SACGradients(loss)(batch)
+
+
 def autograd_gradients(loss: SACLoss, batch: TensorDict, seed: int) -> tuple[TensorDict, dict[str, torch.Tensor]]:
     loss.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
@@ -90,14 +100,13 @@ CASES = [
 def test_closed_form_gradients_equal_autograds(kwargs, n, device):
     loss = make_loss(**kwargs).to(device)
     batch = make_batch(n).to(device)
-    assert loss.analytic_gradients
+    assert Acceleration(loss).closed_form == "torch"
     expected_output, expected = autograd_gradients(loss, batch, seed=5)
     assert ("log_alpha" in expected) is loss.log_alpha.requires_grad
     for parameter in loss.parameters():
         if parameter.requires_grad:
             parameter.grad = torch.full_like(parameter, 7.0)  # replaced, not accumulated
-    torch.manual_seed(5)  # the same draws as the autograd pass
-    output = loss.gradients(batch)
+    output = closed_form(loss, batch, seed=5)  # the same draws as the autograd pass
     for key, value in expected_output.items():
         torch.testing.assert_close(output[key], value, rtol=1e-9, atol=1e-12, msg=key)
         assert not output[key].requires_grad
@@ -115,8 +124,7 @@ def test_the_log_std_clamp_passes_gradients_only_inside_its_range():
         loss.actor.log_std.bias.copy_(torch.tensor([LOG_STD_MAX + 50.0, LOG_STD_MIN - 50.0], dtype=torch.float64))
     batch = make_batch()
     _, expected = autograd_gradients(loss, batch, seed=2)
-    torch.manual_seed(2)
-    loss.gradients(batch)
+    closed_form(loss, batch, seed=2)
     assert float(loss.actor.log_std.bias.grad.abs().max()) == 0.0 == float(expected["actor.log_std.bias"].abs().max())
     for name, parameter in loss.actor.named_parameters():
         assert_gradient_close(parameter.grad, expected[f"actor.{name}"], name)
@@ -129,25 +137,24 @@ def test_the_actor_follows_the_critic_of_the_minimum():
     batch = make_batch()
     with torch.no_grad():
         torch.manual_seed(0)
-        new_action, _ = loss.actor(batch[keys.OBSERVATION], noise=loss._noise(batch[keys.ACTION])[0])
+        new_action, _ = loss.actor(batch[keys.OBSERVATION], noise=loss.noise(batch[keys.ACTION])[0])
         q = loss.critics(batch[keys.OBSERVATION], new_action)
         loss.critics.stacked.biases[-1][1] += (q[0] - q[1]).median()  # the critics cross: each the minimum for half
         q = loss.critics(batch[keys.OBSERVATION], new_action)
     chosen = q.min(0).indices
     assert 0 < int(chosen.sum()) < len(chosen)  # both critics are the minimum somewhere
     _, expected = autograd_gradients(loss, batch, seed=0)
-    torch.manual_seed(0)
-    loss.gradients(batch)
+    closed_form(loss, batch, seed=0)
     assert_gradient_close(loss.actor.mean.weight.grad, expected["actor.mean.weight"], "actor.mean.weight")
 
 
 def test_gradients_created_in_inference_mode_can_be_clipped_in_place_outside_it():
-    """gradients() runs under torch.inference_mode; a ``.grad`` it has to create is an ordinary
-    tensor, which an optimizer's clip (in place, outside inference mode) can scale."""
+    """The closed form runs under torch.inference_mode; a ``.grad`` it has to create is an
+    ordinary tensor, which an optimizer's clip (in place, outside inference mode) can scale."""
     loss = make_loss()
     for parameter in loss.parameters():
         parameter.grad = None
-    output = loss.gradients(make_batch())
+    output = closed_form(loss, make_batch(), seed=0)
     assert output["loss_qvalue"].is_inference()  # the terms come from inference mode
     trained = [p for p in loss.parameters() if p.requires_grad]
     assert all(p.grad is not None and not p.grad.is_inference() for p in trained)
@@ -157,12 +164,13 @@ def test_gradients_created_in_inference_mode_can_be_clipped_in_place_outside_it(
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"activation": "gelu"}, {"torso": "wide"}, {"analytic_gradients": False}],
-    ids=["gelu", "not-an-mlp", "switched-off"],
+    "kwargs,reason",
+    [({"activation": "gelu"}, "network.activation='gelu'"), ({"torso": "wide"}, "Wide, not MLP")],
+    ids=["gelu", "not-an-mlp"],
 )
-def test_autograd_where_the_closed_form_does_not_apply(kwargs):
-    assert not make_loss(**kwargs).analytic_gradients
+def test_autograd_where_the_closed_form_does_not_apply(kwargs, reason):
+    acceleration = Acceleration(make_loss(**kwargs))
+    assert acceleration.closed_form is None and reason in acceleration.summary
 
 
 @pytest.mark.parametrize("rows,width,out", [(8, 4, 16), (256, 64, 1), (16, 8, 1)])
@@ -207,17 +215,18 @@ def test_a_rollouts_updates_match_autograds_through_the_trainer(tmp_path, device
         "loss.warmup_frames=64",
     ]
     params = {}
-    for analytic in (True, False):
-        trainer = make_trainer([*overrides, f"loss.analytic_gradients={str(analytic).lower()}"], tmp_path)
+    for accel in (True, False):
+        trainer = make_trainer([*overrides, f"trainer.accel={str(accel).lower()}"], tmp_path)
         parts = trainer.parts
-        assert parts.loss.analytic_gradients is analytic
+        assert isinstance(parts.gradients, CheckedGradients) is accel
         torch.manual_seed(0)
         outputs = []
         for _ in range(100):
             trainer._buffer(parts.collector.rollout())
             outputs += [trainer._update(batch, frames=0) for batch in parts.buffer.batches()]
         assert len(outputs) == 100 - 64 + 1 and all(out is not None for out in outputs), len(outputs)
-        params[analytic] = [p.detach().clone() for p in parts.loss.parameters()]
+        assert not accel or parts.gradients.agreed
+        params[accel] = [p.detach().clone() for p in parts.loss.parameters()]
         parts.close()
     for closed_form, autograd in zip(params[True], params[False]):
         torch.testing.assert_close(closed_form, autograd, rtol=1e-4, atol=1e-5)
@@ -232,7 +241,7 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, device):
     trainer = make_trainer(overrides, tmp_path)
     parts = trainer.parts
     loss = parts.loss
-    assert loss.analytic_gradients and "gradients" in vars(loss)  # the compiled function shadows the method
+    assert isinstance(parts.gradients, CheckedGradients) and "torch" in parts.gradients.name
     for _ in range(40):
         trainer._buffer(parts.collector.rollout())
     batch = parts.buffer.sample()
@@ -242,7 +251,7 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, device):
     sum(v for k, v in output.items() if k.startswith(keys.LOSS_PREFIX)).backward()
     expected = {name: p.grad.clone() for name, p in loss.named_parameters() if p.requires_grad}
     torch.manual_seed(3)
-    loss.gradients(batch)
+    parts.gradients.fast(batch)  # the compiled closed form alone
     for name, parameter in loss.named_parameters():
         if name in expected:
             scale = float(expected[name].abs().max()) + 1e-6
