@@ -53,7 +53,7 @@ from rlplat.registry import (
     closest,
 )
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
-from rlplat.trainer import Parts
+from rlplat.trainer import Gradients, Parts
 from rlplat.transforms.base import Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
@@ -94,8 +94,7 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     """Build every part from the composed config, checking each constraint between them.
 
     Seeds Python, numpy and torch with ``seed`` and sets torch's CPU threads first, so that
-    networks are initialised reproducibly. Chooses the accelerated paths the exact built-in
-    classes allow (:class:`rlplat.accel.Acceleration`; ``trainer.accel``).
+    networks are initialised reproducibly; chooses the accelerated paths (:mod:`rlplat.accel`).
 
     Args:
         cfg: The composed rlplat config (conf/config.yaml and its groups).
@@ -130,12 +129,7 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     loss = build_loss(config, observation_space, action_space).to(device)
     check_buffer_kind(config, loss)
     acceleration = Acceleration(loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn)
-    optimizers = build_optimizers(config, loss, acceleration)
-    if trainer.compile:
-        check_compilable(loss, config["loss"]["name"])
-        if acceleration.closed_form is None:  # else the closed-form update is what compiles
-            cast(torch.nn.Module, loss).compile(dynamic=False, options=COMPILE_OPTIONS)
-    gradients = acceleration.gradients(optimizers, COMPILE_OPTIONS if trainer.compile else None)
+    optimizers, gradients = build_updates(config, loss, trainer, acceleration)
     policy = acceleration.policy()
     collector = COLLECTORS.build(
         "collector",
@@ -156,6 +150,26 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
         raise
     parts = Parts(loss, policy, gradients, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
     return Build(parts, trainer, checkpoint, tracking, config, acceleration.summary)
+
+
+def build_updates(
+    config: Mapping[str, Any], loss: Loss, trainer: TrainerConfig, acceleration: Acceleration
+) -> tuple[Optimizers, Gradients]:
+    """The loss's optimizers (over flat buffers where ``acceleration`` lays them out so) and
+    how each update gets its gradients (``acceleration``'s checked closed form, or autograd),
+    compiled with ``trainer.compile``: the closed form where the run has one, else the loss's
+    forward (its backward is compiled with it).
+
+    Raises:
+        ConfigError: for a bad ``optim`` setting, or ``trainer.compile=true`` with a loss that
+            is not an ``nn.Module``.
+    """
+    optimizers = build_optimizers(config, loss, acceleration)
+    if trainer.compile:
+        check_compilable(loss, config["loss"]["name"])
+        if acceleration.closed_form is None:  # else the closed-form update is what compiles
+            cast(torch.nn.Module, loss).compile(dynamic=False, options=COMPILE_OPTIONS)
+    return optimizers, acceleration.gradients(optimizers, COMPILE_OPTIONS if trainer.compile else None)
 
 
 def seed_everything(seed: int) -> None:

@@ -81,21 +81,37 @@ def _output_difference(fast: TensorDict, reference: TensorDict) -> str | None:
         return f"its loss output has the keys {sorted(fast.keys())}, the loss's {sorted(reference.keys())}"
     for key, value in reference.items():
         value = cast(Tensor, value)
-        difference = float((cast(Tensor, fast[key]).to(value.dtype) - value).abs())
-        allowed = OUTPUT_RTOL * float(value.abs()) + OUTPUT_ATOL
+        difference = _difference(cast(Tensor, fast[key]).to(value.dtype), value)
+        allowed = OUTPUT_RTOL * _largest(value) + OUTPUT_ATOL
         if not difference <= allowed:
             return f"output {key!r} (differs by {difference:.3g}, allowed {allowed:.3g})"
     return None
 
 
+def _largest(tensor: Tensor) -> float:
+    """The largest finite ``|value|`` of ``tensor`` (0 for none)."""
+    return float(tensor.abs().nan_to_num(0.0, 0.0, 0.0).max()) if tensor.numel() else 0.0
+
+
+def _difference(got: Tensor, want: Tensor) -> float:
+    """The largest elementwise ``|got - want|``, where equal values count 0 (the same infinity,
+    or NaN in both: a non-finite loss is the trainer's to report, not a disagreement) and a
+    value non-finite in one alone counts inf."""
+    same = (got == want) | (got.isnan() & want.isnan())
+    gap = (got - want).abs().nan_to_num(float("inf"), float("inf"), float("inf"))
+    return float(torch.where(same, 0.0, gap).max()) if got.numel() else 0.0
+
+
 def _gradient_difference(fast: Mapping[str, Tensor | None], named: Mapping[str, nn.Parameter]) -> str | None:
     reference = {name: p.grad if p.grad is not None else torch.zeros_like(p) for name, p in named.items()}
-    scale = max((float(g.abs().max()) for g in reference.values() if g.numel()), default=0.0)
+    largest = {
+        name: float(g.abs().nan_to_num(0.0, 0.0, 0.0).max()) if g.numel() else 0.0 for name, g in reference.items()
+    }
+    scale = max(largest.values(), default=0.0)
     for name, grad in reference.items():
         got = fast[name]
-        got = torch.zeros_like(grad) if got is None else got
-        difference = float((got - grad).abs().max()) if grad.numel() else 0.0
-        allowed = GRAD_RTOL * (float(grad.abs().max()) if grad.numel() else 0.0) + GRAD_SCALE_ATOL * scale
+        difference = _difference(torch.zeros_like(grad) if got is None else got, grad)
+        allowed = GRAD_RTOL * largest[name] + GRAD_SCALE_ATOL * scale
         if not difference <= allowed:
             return f"parameter {name} (its gradient differs by {difference:.3g}, allowed {allowed:.3g})"
     return None

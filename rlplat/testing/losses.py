@@ -65,10 +65,8 @@ def check_loss(
       size ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
       without gradients; the summed ``loss_*`` terms back-propagate finite gradients into every
       trainable parameter (over the updates); an SGD step per group, then ``after_update()``;
-    * every accelerated path of :mod:`rlplat.accel` that covers the loss (the exact built-in
-      classes) agrees with its definition: each closed-form update returns what the loss does
-      and sets the gradients autograd does, from the same random draws, and the numpy acting
-      acts as ``policy.act`` (to float rounding; :mod:`rlplat.accel.check`);
+    * each accelerated path of :mod:`rlplat.accel` that covers the loss (exact built-in
+      classes) agrees with its definition, autograd or ``policy.act`` (:mod:`rlplat.accel.check`);
     * ``state_dict()`` is a mapping ``torch.save`` can write.
 
     Args:
@@ -292,11 +290,7 @@ def _check_updates(
     optimizers = [torch.optim.SGD(ps, lr=1e-4) for ps in groups.values() if any(p.requires_grad for p in ps)]
     generator = torch.Generator().manual_seed(seed)
     reached: set[int] = set()
-    warnings: list[str] = []
-    acceleration = Acceleration(loss, warn=warnings.append)
-    fast_updates = acceleration.fast_updates()
-    acceleration.policy()  # compares acting in numpy with the policy's act, where it applies
-    entry.expect(not warnings, f"rlplat.accel: {'; '.join(warnings)}")
+    fast_updates = _accelerated_updates(entry, loss)
 
     def autograd(batch: TensorDict) -> TensorDict:
         for optimizer in optimizers:
@@ -331,6 +325,17 @@ def _check_updates(
             loss.after_update()
     never = [name for name, p in named.items() if p.requires_grad and id(p) not in reached]
     entry.expect(not never, f"trainable parameters that no loss_* term reached in {updates} updates: {never}")
+
+
+def _accelerated_updates(entry: Subject, loss: Loss) -> dict[str, Any]:
+    """The closed-form updates of :mod:`rlplat.accel` that cover ``loss`` (none unless it and
+    its networks are exactly built-in classes), after failing unless its acting in numpy,
+    where that covers the policy, acts as ``policy.act`` does."""
+    warnings: list[str] = []
+    acceleration = Acceleration(loss, warn=warnings.append)
+    acceleration.policy()  # compares acting in numpy with the policy's act, where it applies
+    entry.expect(not warnings, f"rlplat.accel: {'; '.join(warnings)}")
+    return acceleration.fast_updates()
 
 
 def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:

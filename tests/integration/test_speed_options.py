@@ -1,14 +1,13 @@
 """The speed options through the real CLI: a target return that stops the run, the compiled
-update, EnvPool's envs, and runs that never import torch._dynamo unless they compile."""
+update, the accelerated paths and autograd, EnvPool's envs."""
 
 from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
-from conftest import TINY, cli, imported_modules, tiny
+from conftest import TINY, cli, tiny
 from mlflow import MlflowClient
 
 
@@ -86,21 +85,23 @@ def test_a_compiled_update_trains_and_records_the_same_metrics(tmp_path, store, 
     [("ppo", ("loss/objective", "loss/critic")), ("sac", ("loss/qvalue", "loss/actor", "loss/alpha"))],
 )
 def test_closed_form_and_autograd_updates_record_the_same_losses(tmp_path, store, algo, terms):
-    """loss.analytic_gradients through the real CLI: one seed, each way (SAC drawing the same
-    actions either way); the first log step's losses agree to float rounding (the runs'
-    parameters then drift apart by rounding alone)."""
+    """trainer.accel through the real CLI: one seed, each way (SAC drawing the same actions
+    either way); the first log step's losses agree to float rounding (the runs' parameters
+    then drift apart by rounding alone); the console says which update runs."""
     first = {}
-    for analytic in ("true", "false"):
-        args = [f"algo={algo}", "env=pendulum", *tiny(algo), f"loss.analytic_gradients={analytic}", "seed=3"]
+    for accel in ("true", "false"):
+        args = [f"algo={algo}", "env=pendulum", *tiny(algo), f"trainer.accel={accel}", "seed=3"]
         result = cli("rlplat-train", *args, f"tracking.uri={store}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
+        [line] = [line for line in result.stdout.splitlines() if line.startswith("accel: update by")]
+        assert ("closed-form gradients" in line) is (accel == "true"), line
         client = MlflowClient(tracking_uri=store)
         [run] = client.search_runs(
             [client.get_experiment_by_name("rlplat").experiment_id],
-            f"params.`loss.analytic_gradients` = '{analytic.capitalize()}'",
+            f"params.`trainer.accel` = '{accel.capitalize()}'",
         )
         history = {m: client.get_metric_history(run.info.run_id, m) for m in terms}
-        first[analytic] = {m: min(h, key=lambda x: x.step).value for m, h in history.items()}
+        first[accel] = {m: min(h, key=lambda x: x.step).value for m, h in history.items()}
     for metric, value in first["true"].items():
         assert value == pytest.approx(first["false"][metric], rel=1e-3, abs=1e-6), metric
 
@@ -150,25 +151,3 @@ def test_envpool_bad_input_is_one_line_and_writes_nothing(tmp_path, store, args,
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("rlplat-train: error:") and message in line, line
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "mlflow.db").exists()
-
-
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac"])  # Adam, RMSprop; three param groups
-def test_a_run_that_does_not_compile_never_imports_torch_dynamo(tmp_path, store, algo):
-    """torch._dynamo costs ~0.7 s and ~70 MB of a run's start-up (rlplat/deferred_dynamo.py)."""
-    env = "cartpole" if algo == "a2c" else "pendulum"
-    args = [f"algo={algo}", f"env={env}", *tiny(algo), "checkpoint.every_frames=128", f"tracking.uri={store}"]
-    result = cli("rlplat-train", *args, cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
-    assert result.returncode == 0, result.stderr
-    imported = imported_modules(result.stderr)
-    assert {"torch", "tensordict", "torch.optim"} <= imported  # the profile was taken
-    assert "torch._dynamo" not in imported
-    assert _run(store)[1].info.status == "FINISHED"
-
-    run_dir = next(Path(tmp_path, "outputs", "runs").glob("*/*"))
-    (run_dir / "checkpoints" / "final.pt").unlink()  # resume from the last periodic checkpoint
-    for checkpoint in sorted((run_dir / "checkpoints").glob("step_*.pt"))[1:]:
-        checkpoint.unlink()
-    resumed = cli("rlplat-train", f"resume={run_dir}", f"tracking.uri={store}", cwd=tmp_path,
-                  env={"PYTHONPROFILEIMPORTTIME": "1"})  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming" in resumed.stderr and "torch._dynamo" not in imported_modules(resumed.stderr)

@@ -21,18 +21,18 @@ def _trainer_with_a_nan_critic(tmp_path, overrides: list[str]) -> Trainer:
     return trainer
 
 
-@pytest.mark.parametrize("analytic", ["true", "false"])
-def test_a_nan_loss_raises_naming_the_term(tmp_path, analytic):
-    trainer = _trainer_with_a_nan_critic(tmp_path, [f"loss.analytic_gradients={analytic}"])
+@pytest.mark.parametrize("accel", ["true", "false"])
+def test_a_nan_loss_raises_naming_the_term(tmp_path, accel):
+    trainer = _trainer_with_a_nan_critic(tmp_path, [f"trainer.accel={accel}"])
     batch = next(iter(trainer.parts.buffer.batches()))
     with pytest.raises(NonFiniteError, match=r"non-finite loss \(loss_critic\) at 7 frames"):
         trainer._update(batch, frames=7)
     trainer.parts.close()
 
 
-@pytest.mark.parametrize("analytic", ["true", "false"])
-def test_a_nan_loss_with_skip_update_leaves_the_parameters_and_counts_the_skip(tmp_path, analytic):
-    overrides = [f"loss.analytic_gradients={analytic}", "trainer.nonfinite=skip_update"]
+@pytest.mark.parametrize("accel", ["true", "false"])
+def test_a_nan_loss_with_skip_update_leaves_the_parameters_and_counts_the_skip(tmp_path, accel):
+    overrides = [f"trainer.accel={accel}", "trainer.nonfinite=skip_update"]
     trainer = _trainer_with_a_nan_critic(tmp_path, overrides)
     loss = trainer.parts.loss
     before = [p.detach().clone() for p in loss.agent.head.parameters()]

@@ -258,22 +258,26 @@ def test_an_act_function_that_differs_from_act_is_named():
         check_loss(StaleActLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
-class WrongClosedFormLoss(PPOLoss):
-    """PPO whose closed-form gradients forget the value loss's weight."""
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_an_accelerated_update_unlike_autograd_is_named(monkeypatch, kind):
+    """check_loss compares every closed form of rlplat.accel that covers the entry with autograd."""
+    from rlplat.accel import plan
 
-    def gradients(self, batch):
-        output = super().gradients(batch)
-        for parameter in self.agent.value_head.parameters():
-            parameter.grad.mul_(2.0)
-        return output
+    original = plan.NumpyPPOGradients if kind == "numpy" else plan.PPOGradients
 
+    class Wrong(original):
+        def __call__(self, batch):
+            output = super().__call__(batch)
+            self.loss.agent.value_head.weight.grad.mul_(2.0)
+            return output
 
-def test_closed_form_gradients_unlike_autograds_are_named():
+    monkeypatch.setattr(plan, original.__name__, Wrong)
     with pytest.raises(
         AssertionError,
-        match=r"loss 'WrongClosedFormLoss': gradients\(batch\) set agent.value_head.weight.grad unlike autograd's",
+        match=rf"loss 'ppo': rlplat.accel's closed-form update in {kind} disagrees with autograd: "
+        r"parameter agent.value_head.weight",
     ):
-        check_loss(WrongClosedFormLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+        check_loss("ppo", action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
 class ShortInKeysLoss(PPOLoss):
