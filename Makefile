@@ -13,8 +13,11 @@ PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
 # test processes (pytest-xdist); most tests start rlplat-train, one process each: one per core
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+# make test-compat: the oldest and the newest torch that pyproject.toml allows (the newest
+# installable here), each in a virtualenv of its own (.venv-compat-<version>)
+COMPAT_TORCH ?= 2.11.0 2.14.1
 
-.PHONY: install install-dev train test test-all lint ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
+.PHONY: install install-dev train test test-all test-compat lint ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +58,19 @@ lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer con
 test-all: $(DEV_STAMP)  ## every test, slow learning checks included
 	$(BIN)/pytest -n $(TEST_WORKERS)
 
+test-compat:  ## the unit tests and one training run with the oldest and the newest torch pyproject.toml allows
+	@for version in $(COMPAT_TORCH); do \
+	  venv=.venv-compat-$$version; \
+	  echo "== torch $$version ($$venv)"; \
+	  (test -x $$venv/bin/python || $(PYTHON) -m venv $$venv) && \
+	  $$venv/bin/pip install --quiet "torch==$$version" && \
+	  $$venv/bin/pip install --quiet -e '.[test]' && \
+	  $$venv/bin/python -c "import tensordict, torch; print('torch', torch.__version__, 'tensordict', tensordict.__version__)" && \
+	  $$venv/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit && \
+	  $$venv/bin/rlplat-train algo=ppo env=cartpole trainer.total_frames=20000 tracking.enabled=false \
+	    hydra.run.dir=$$venv/run | grep -E "^accel:|eval @" || exit 1; \
+	done
+
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
@@ -79,4 +95,4 @@ docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in
 	RLPLAT_SCREENSHOT=$(CURDIR)/docs/images/mlflow_parent_run.png $(BIN)/pytest -q -rs tests/integration/test_mlflow_ui.py
 
 clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)
-	rm -rf $(VENV) $(PEERS_VENV) build *.egg-info
+	rm -rf $(VENV) $(PEERS_VENV) .venv-compat-* build *.egg-info

@@ -90,6 +90,7 @@ class PPOKLLoss(ActorCriticLoss):
         self.kl_target = kl_target
         self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
         self._previous: TensorDict | None = None  # the rollout of the latest update
+        self.register_load_state_dict_pre_hook(_previous_default)
 
     def adapt_beta(self, kl: float) -> None:
         """The paper's rule: halve beta below ``kl_target / 1.5``, double it above ``* 1.5``."""
@@ -124,12 +125,6 @@ class PPOKLLoss(ActorCriticLoss):
         kept = {key: state[key].clone() for key in _KEPT} if state else None
         self._previous = None if kept is None else TensorDict(kept, batch_size=kept[keys.ACTION_LOG_PROB].shape)
 
-    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
-        # a checkpoint written before the rollout was saved has none: beta adapts from the next
-        if prefix + "_extra_state" not in state_dict:
-            state_dict = {**state_dict, prefix + "_extra_state": {}}
-        super()._load_from_state_dict(state_dict, prefix, *args)
-
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,
         ``loss_entropy``; diagnostics ``kl``, ``kl_beta``, ``entropy``."""
@@ -151,3 +146,9 @@ class PPOKLLoss(ActorCriticLoss):
             },
             batch_size=[],
         )
+
+
+def _previous_default(module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """A checkpoint written before :class:`PPOKLLoss` saved its rollout has none: beta adapts
+    from the next (a load-state pre-hook; ``load_state_dict`` hands it its own copy)."""
+    state_dict.setdefault(prefix + "_extra_state", {})

@@ -33,16 +33,16 @@ class RunningMeanStd(torch.nn.Module):
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
-        self._bind()
+        self._views: tuple[Tensor, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
-    def _bind(self) -> None:
-        """numpy views of the buffers (loading a state dict copies into them in place)."""
-        self.arrays = (self.mean.numpy(), self.var.numpy(), self.count.numpy())
-
-    def _apply(self, fn: Any, recurse: bool = True) -> RunningMeanStd:
-        module = super()._apply(fn, recurse)  # .to() and kin may replace the buffers
-        self._bind()
-        return module
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """numpy views of ``mean``, ``var`` and ``count``, made again only when the buffers
+        were replaced (``.to()`` and kin replace them; loading a state copies in place)."""
+        mean = self.mean
+        if self._views is None or self._views[0] is not mean:
+            self._views = (mean, (mean.numpy(), self.var.numpy(), self.count.numpy()))
+        return self._views[1]
 
     def update(self, batch: Tensor | np.ndarray) -> None:
         """Merge ``[N, *shape]`` samples (a CPU tensor or an array) into the statistics."""
@@ -139,6 +139,7 @@ class RewardScale(Transform):
         self.epsilon = float(epsilon)
         self.stats = RunningMeanStd(())
         self._discounted: Tensor | None = None
+        self.register_load_state_dict_pre_hook(_returns_default)
 
     def transform_reward(self, reward: Tensor, done: Tensor, update: bool) -> Tensor:
         if update:
@@ -161,11 +162,11 @@ class RewardScale(Transform):
         discounted = state["discounted"]
         self._discounted = None if discounted is None else discounted.clone()
 
-    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
-        # a checkpoint written before the returns were saved has none: they start from zero
-        if prefix + "_extra_state" not in state_dict:
-            state_dict = {**state_dict, prefix + "_extra_state": {"discounted": None}}
-        super()._load_from_state_dict(state_dict, prefix, *args)
+
+def _returns_default(module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """A checkpoint written before :class:`RewardScale` saved its returns has none: they
+    start from zero (a load-state pre-hook; ``load_state_dict`` hands it its own copy)."""
+    state_dict.setdefault(prefix + "_extra_state", {"discounted": None})
 
 
 class RewardClip(Transform):

@@ -217,3 +217,11 @@ def test_on_policy_minibatches_hold_the_keys_the_loss_reads_and_it_learns_from_t
     assert set(batch.keys(True, True)) == expected
     assert trainer._update(batch, frames=0) is not None
     trainer.parts.close()
+
+
+def test_a_ppo_kl_state_without_its_rollout_loads_and_adapts_from_the_next():
+    """A checkpoint written before PPO-KL saved the latest rollout holds none: it loads."""
+    loss = PPOKLLoss(BOX1, BOX1, identity_torso, features=1)
+    old = {k: v for k, v in loss.state_dict().items() if not k.endswith("_extra_state")}
+    loss.load_state_dict(old)
+    assert loss.get_extra_state() == {}
