@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 from tensordict import TensorDict
@@ -48,12 +48,21 @@ def same_draws(devices: set[torch.device]) -> Iterator[Callable[[], None]]:
     yield rewind
 
 
+class Comparison(NamedTuple):
+    """:func:`compare_gradients`' result."""
+
+    fast_output: TensorDict  # the accelerated update's loss output
+    fast_grads: dict[str, Tensor | None]  # the gradients it set, by parameter name
+    output: TensorDict  # the definition's loss output (its gradients are in .grad)
+    difference: str | None  # None when they agree, else the first difference
+
+
 def compare_gradients(
     fast: Callable[[TensorDict], TensorDict],
     reference: Callable[[TensorDict], TensorDict],
     batch: TensorDict,
     named: Mapping[str, nn.Parameter],
-) -> tuple[TensorDict, str | None]:
+) -> Comparison:
     """Run ``fast`` and then ``reference`` on ``batch`` from the same random state, and compare
     the loss outputs and gradients they leave (tolerances in the module's docstring).
 
@@ -64,16 +73,31 @@ def compare_gradients(
         named: The trainable parameters by name.
 
     Returns:
-        ``reference``'s output (its gradients are left in ``.grad``), and None when the two
-        agree, else a description of the first difference (a parameter or an output key,
-        the largest difference and what was allowed).
+        Both results, ``reference``'s gradients left in ``.grad``, and None when they agree,
+        else a description of the first difference (a parameter or an output key, the
+        largest difference and what was allowed).
     """
     with same_draws({p.device for p in named.values()}) as rewind:
         fast_output = fast(batch)
         fast_grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in named.items()}
         rewind()
         output = reference(batch)
-    return output, _output_difference(fast_output, output) or _gradient_difference(fast_grads, named)
+    difference = _output_difference(fast_output, output) or _gradient_difference(fast_grads, named)
+    return Comparison(fast_output, fast_grads, output, difference)
+
+
+@torch.no_grad()
+def set_gradients(named: Mapping[str, nn.Parameter], grads: Mapping[str, Tensor | None]) -> None:
+    """Write ``grads`` into the parameters' ``.grad``, in place where one exists (a view of a
+    flat buffer stays one); None zeroes it."""
+    for name, p in named.items():
+        grad = grads[name]
+        if p.grad is None:
+            p.grad = None if grad is None else grad.clone()
+        elif grad is None:
+            p.grad.zero_()
+        else:
+            p.grad.copy_(grad)
 
 
 def _output_difference(fast: TensorDict, reference: TensorDict) -> str | None:

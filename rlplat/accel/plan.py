@@ -28,7 +28,7 @@ from torch import nn
 
 from rlplat.accel.actor_critic import NumpyActingPolicy, NumpyActorCritic
 from rlplat.accel.arrays import NUMPY_IN_PLACE, on_cpu_float32
-from rlplat.accel.check import compare_acting, compare_gradients
+from rlplat.accel.check import compare_acting, compare_gradients, set_gradients
 from rlplat.accel.flat import FlatParameters
 from rlplat.accel.mlp import ACTIVATIONS
 from rlplat.accel.ppo import NumpyPPOGradients, PPOGradients
@@ -161,9 +161,10 @@ class CheckedGradients:
     """A fast update that stands in for :class:`rlplat.trainer.Autograd` once it has agreed
     with it on the run's first minibatch (:func:`rlplat.accel.check.compare_gradients`).
 
-    On that minibatch both run, from the same random draws, and the autograd result is the
-    one used. On a difference, a one-line warning names the parameter (or output) and the
-    run goes on with autograd.
+    On that minibatch both run, from the same random draws; where they agree, the fast
+    path's result is used, as on every later minibatch (so that a resumed run computes what
+    one that never stopped did). On a difference, a one-line warning names the parameter (or
+    output), and the run goes on with autograd, from that minibatch's autograd result.
 
     Args:
         fast: The accelerated update.
@@ -185,14 +186,15 @@ class CheckedGradients:
         return self._update(batch)
 
     def _first(self, batch: TensorDict) -> TensorDict:
-        output, difference = compare_gradients(self.fast, self.autograd, batch, self.named)
-        self.agreed = difference is None
-        if difference is None:
+        comparison = compare_gradients(self.fast, self.autograd, batch, self.named)
+        self.agreed = comparison.difference is None
+        if comparison.difference is None:
+            set_gradients(self.named, comparison.fast_grads)
             self._update = self.fast
-        else:
-            self.warn(f"{self.name} disagrees with autograd on {difference}: training on with autograd")
-            self._update = self.autograd
-        return output
+            return comparison.fast_output
+        self.warn(f"{self.name} disagrees with autograd on {comparison.difference}: training on with autograd")
+        self._update = self.autograd
+        return comparison.output
 
 
 class Acceleration:

@@ -14,7 +14,7 @@ from rlplat.accel import Acceleration, CheckedGradients
 from rlplat.accel.ppo import NumpyPPOGradients, PPOGradients
 from rlplat.losses.ppo import PPOLoss
 from rlplat.networks.mlp import MLP
-from rlplat.trainer import Trainer
+from rlplat.trainer import Autograd, Trainer
 
 OBS = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
 BOX = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -200,3 +200,66 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, monkeypa
         scale = float(expected[name].abs().max()) + 1e-6
         assert torch.allclose(parameter.grad, expected[name], rtol=1e-4, atol=1e-5 * scale), name
     parts.close()
+
+
+def test_the_first_minibatch_trains_on_the_checked_fast_result_or_on_autograds_with_a_warning():
+    """Both run on the first minibatch; where they agree the fast path's gradients are kept
+    (a resumed run then computes what one that never stopped did), else autograd's, and a
+    warning names the parameter."""
+    loss = make_loss(BOX)
+    batch = make_batch(loss, BOX)
+    named = dict(loss.named_parameters())
+    with torch.inference_mode():
+        fast_output = NumpyPPOGradients(loss)(batch)
+    fast = {name: p.grad.clone() for name, p in named.items()}
+
+    class Optimizers:  # what Autograd needs of them: zeroing the gradients
+        def zero_grad(self):
+            loss.zero_grad(set_to_none=True)
+
+    warnings: list[str] = []
+    checked = CheckedGradients(
+        torch.inference_mode()(NumpyPPOGradients(loss)), Autograd(loss, Optimizers()), named, "x", warnings.append
+    )
+    output = checked(batch)
+    assert checked.agreed and not warnings
+    assert all(torch.equal(named[name].grad, grad) for name, grad in fast.items())  # bit for bit the fast path's
+    assert torch.equal(output["loss_objective"], fast_output["loss_objective"])
+
+    class Wrong(NumpyPPOGradients):
+        def __call__(self, batch):
+            output = super().__call__(batch)
+            loss.agent.head.log_std.grad.add_(1.0)
+            return output
+
+    checked = CheckedGradients(
+        torch.inference_mode()(Wrong(loss)), Autograd(loss, Optimizers()), named, "x", warnings.append
+    )
+    checked(batch)
+    assert checked.agreed is False and checked._update is checked.autograd
+    [warning] = warnings
+    assert warning.startswith("x disagrees with autograd on parameter agent.head.log_std (its gradient differs by 1")
+    _, expected = autograd_gradients(loss, batch)
+    assert torch.equal(loss.agent.head.log_std.grad, expected["agent.head.log_std"])
+
+
+def test_a_resumed_run_updates_as_one_that_never_stopped(tmp_path):
+    """Bit for bit: the check of a resumed run's first minibatch keeps the fast path's result."""
+    overrides = ["env=pendulum", "collector.num_envs=2", "collector.steps_per_env=128", "buffer.epochs=2"]
+    whole = _trainer(overrides, tmp_path)
+    for _ in range(2):
+        whole._buffer(whole.parts.collector.rollout())
+        [whole._update(batch, frames=0) for batch in whole.parts.buffer.batches()]
+    first = _trainer(overrides, tmp_path)
+    first._buffer(first.parts.collector.rollout())
+    [first._update(batch, frames=0) for batch in first.parts.buffer.batches()]
+    state = first.state_dict()
+    resumed = _trainer(overrides, tmp_path)
+    resumed.load_state_dict(state)
+    resumed._buffer(resumed.parts.collector.rollout())
+    [resumed._update(batch, frames=0) for batch in resumed.parts.buffer.batches()]
+    assert resumed.parts.gradients.agreed
+    for a, b in zip(whole.parts.loss.parameters(), resumed.parts.loss.parameters()):
+        assert torch.equal(a, b)
+    for trainer in (whole, first, resumed):
+        trainer.parts.close()
