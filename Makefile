@@ -64,7 +64,7 @@ test-compat:  ## the unit tests and one training run with the oldest and the new
 	  echo "== torch $$version ($$venv)"; \
 	  (test -x $$venv/bin/python || $(PYTHON) -m venv $$venv) && \
 	  $$venv/bin/pip install --quiet "torch==$$version" && \
-	  $$venv/bin/pip install --quiet -e '.[test]' && \
+	  $$venv/bin/pip install --quiet -e '.[$(DEV_EXTRAS)]' && \
 	  $$venv/bin/python -c "import tensordict, torch; print('torch', torch.__version__, 'tensordict', tensordict.__version__)" && \
 	  $$venv/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/unit && \
 	  $$venv/bin/rlplat-train algo=ppo env=cartpole trainer.total_frames=20000 tracking.enabled=false \
