@@ -11,7 +11,8 @@ DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool,atari
 # the peers of make bench-peers, in a virtualenv of their own, pinned
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
-# test processes (pytest-xdist); most tests start rlplat-train, one process each: one per core
+# test processes (pytest-xdist); most tests start rlplat-train, one process each: one per core;
+# --dist worksteal lets a worker that runs out of tests take some of the other's
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 # make test-compat: the oldest and the newest torch that pyproject.toml allows (the newest
 # installable here), each in a virtualenv of its own (.venv-compat-<version>)
@@ -47,7 +48,7 @@ train: $(STAMP)  ## train PPO on Pendulum-v1 with the tuned preset, recorded in 
 	$(BIN)/rlplat-train algo=ppo env=pendulum
 
 test: $(DEV_STAMP)  ## the default test suite (slow learning checks skipped)
-	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS)
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist worksteal
 
 lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer contracts
 	$(BIN)/ruff check .
@@ -56,7 +57,7 @@ lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer con
 	$(BIN)/lint-imports
 
 test-all: $(DEV_STAMP)  ## every test, slow learning checks included
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 test-compat:  ## the unit tests and one training run with the oldest and the newest torch pyproject.toml allows
 	@for version in $(COMPAT_TORCH); do \

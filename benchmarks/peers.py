@@ -492,13 +492,18 @@ def render(results: dict[str, Any]) -> str:
     m, s = results["machine"], results["summary"]
     peers = m["peers"]
     lines = [
-        f"Measured by `make bench-peers` on {m['date']}: {m['cpu']}, {m['cores']} cores, {m['system']}, Python "
-        f"{m['python']}, torch {m['torch']} on {m['torch_threads']} thread for every library; Stable-Baselines3 "
+        f"Measured by `make bench-peers` on {m['date']}: {_machine(m)}; Stable-Baselines3 "
         f"{peers['stable-baselines3']} with RL-Zoo {peers['rl_zoo3']}, TorchRL {peers['torchrl']}. "
         f"{results['repeats']} repetitions, interleaved; medians, and ratios rlplat/peer as the median of the "
         "repetitions' ratios with a 95% bootstrap interval. The numbers are in `benchmarks/peers.json`.",
         "",
     ]
+    earlier = {row: machine for row, machine in results.get("row_machines", {}).items() if machine != m}
+    for machine in {json.dumps(machine, sort_keys=True): machine for machine in earlier.values()}.values():
+        rows = " and ".join(row for row in ROWS if earlier.get(row) == machine)
+        lines[0] += (
+            f" The rows {rows} are those of an earlier run (`--merge`), on {machine['date']}: {_machine(machine)}."
+        )
     if "ppo" in s:
         fps = s["ppo"]["median_fps"]
         lines += [
@@ -594,6 +599,13 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _machine(m: dict[str, Any]) -> str:
+    return (
+        f"{m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, torch {m['torch']} "
+        f"on {m['torch_threads']} thread for every library"
+    )
+
+
 def write_readme(section: str, readme: Path, start: str = README_START, end: str = README_END) -> None:
     """Replace the section between the README's markers ``start`` and ``end``."""
     text = readme.read_text()
@@ -614,6 +626,7 @@ def main() -> int:
     if not Path(args.peers_python).is_file():
         parser.error(f"--peers-python {args.peers_python}: no such interpreter (make bench-peers creates it)")
     measured: dict[str, Any] = {}
+    row_machines: dict[str, Any] = {}  # the machine and date of each row: a merge keeps older rows
     if args.merge:
         if not args.out.is_file():
             parser.error(f"--merge: {args.out} does not exist")
@@ -621,10 +634,14 @@ def main() -> int:
         if kept["repeats"] != args.repeats:
             parser.error(f"--merge: {args.out} has {kept['repeats']} repetitions, --repeats is {args.repeats}")
         measured = {row: value for row, value in kept["measured"].items() if row not in args.rows}
+        row_machines = {row: kept.get("row_machines", {}).get(row, kept["machine"]) for row in measured}
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as folder:
         measured.update(measure_rows(args.rows, args.repeats, args.peers_python, Path(folder)))
     measured = {row: measured[row] for row in ROWS if row in measured}
-    results = {"machine": machine(args.peers_python), "repeats": args.repeats, "measured": measured}
+    now = machine(args.peers_python)
+    row_machines.update({row: now for row in args.rows})
+    row_machines = {row: row_machines[row] for row in measured}
+    results = {"machine": now, "row_machines": row_machines, "repeats": args.repeats, "measured": measured}
     results["summary"] = summarize(measured)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     section = render(results)

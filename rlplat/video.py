@@ -145,9 +145,11 @@ class VideoWriter:
     def _open_mp4(self) -> Any:
         import imageio.v2 as imageio
 
+        # only what stops ffmpeg is printed: a frame cut short by Ctrl-C (its video is then
+        # removed) would otherwise print ffmpeg's complaint beside rlplat's one line
         return imageio.get_writer(
             self.path, format="FFMPEG", mode="I", fps=self.fps, codec="libx264", pixelformat="yuv420p",
-            macro_block_size=1, ffmpeg_log_level="error",
+            macro_block_size=1, ffmpeg_log_level="fatal",
         )  # fmt: skip
 
     def _open_gif(self) -> Any:

@@ -20,7 +20,7 @@ def test_wheel_ships_the_config_groups_and_runs_from_them(tmp_path):
         ROOT,
         source,
         ignore=shutil.ignore_patterns(
-            ".git", ".venv", "outputs", "build", "*.egg-info", "__pycache__", ".*_cache", "examples"
+            ".git", ".venv*", "outputs", "build", "*.egg-info", "__pycache__", ".*_cache", "examples"
         ),
     )
     subprocess.run(
