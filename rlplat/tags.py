@@ -20,3 +20,6 @@ MLFLOW_SOURCE_NAME = "mlflow.source.name"  # MLflow's system tag: the command th
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's system tag: the git commit of the source
 
 DIRECTION_PARAM = "sweep.direction"  # param of a sweep's parent whose sweeper is directed: "maximize" or "minimize"
+WAITED_TAG = (
+    "rlplat.waited_for_server"  # on a run whose creation or writes waited for an unreachable tracking server: "true"
+)

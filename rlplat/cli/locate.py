@@ -3,16 +3,13 @@ file (``rlplat-eval``, ``rlplat-record``, ``rlplat-train resume=``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from rlplat.checkpoint import CHECKPOINT_DIR, FINAL, CheckpointError, load_checkpoint, load_newest
 from rlplat.registry import ConfigError
-
-RUN_FILE = "rlplat_run.json"
-"""Written into each run directory when its MLflow run starts: run id, tracking URI, experiment id."""
+from rlplat.tracking.records import read_run_file
 
 SWEEP_FILE = "multirun.yaml"
 """Hydra's basic sweeper writes it at the top of its sweep directory, before the first job starts."""
@@ -35,23 +32,6 @@ class Located:
     run_dir: Path | None
     run_id: str | None
     tracking_uri: str | None
-
-
-def read_run_file(run_dir: Path) -> dict[str, str]:
-    """The run directory's :data:`RUN_FILE` (empty when the run was not recorded)."""
-    path = Path(run_dir) / RUN_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError) as error:
-        raise ConfigError(f"{str(path)!r} cannot be read ({error})") from error
-
-
-def write_run_file(run_dir: Path, run_id: str, tracking_uri: str, experiment_id: str) -> None:
-    """Write the run directory's :data:`RUN_FILE` for the MLflow run ``run_id``."""
-    record = {"run_id": run_id, "tracking_uri": tracking_uri, "experiment_id": experiment_id}
-    (Path(run_dir) / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def _no_sqlite_store(tracking_uri: str) -> bool:

@@ -23,11 +23,12 @@ from typing import Any, cast
 from rlplat.checkpoint import CHECKPOINT_DIR, CheckpointError
 from rlplat.cli.args import default_tracking_uri
 from rlplat.cli.clock import job_start
-from rlplat.cli.locate import SWEEP_FILE, locate, read_run_file, run_of_dir, write_run_file
+from rlplat.cli.locate import SWEEP_FILE, locate, run_of_dir
 from rlplat.registry import ConfigError, PluginError
 from rlplat.settings import absolute_sqlite_uri
 from rlplat.sweep.runs import OPTUNA_JOURNAL, OPTUNA_RESULTS, ParentRun
 from rlplat.tags import JOB_TAG, PARENT_TAG, RESTARTED_TAG
+from rlplat.tracking.records import read_run_file, write_run_file
 
 ALLOWED = ("resume", "tracking.uri")
 
@@ -195,8 +196,10 @@ def _new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:
 
 
 def resume_sweep(sweep_dir: Path) -> int:
-    """Resume a sweep: each job with a checkpoint and an unfinished run resumes (jobs whose run
-    FINISHED are skipped); under Hydra's basic sweeper, the jobs that never reached a checkpoint
+    """Resume a sweep: first, what its jobs kept while the tracking server was away is
+    recorded (:func:`rlplat.tracking.sync.record_kept_runs`); then each job with a checkpoint
+    and an unfinished run resumes (jobs whose run FINISHED are skipped); under Hydra's basic
+    sweeper, the jobs that never reached a checkpoint
     (or never started: the sweep stopped before them) are started, each as its sweep's child
     run; then, as at a sweep's end, the job table, ``jobs.csv`` and the report, and the parent
     run ends FINISHED. Returns 0, or 1 when a job failed again.
@@ -207,8 +210,14 @@ def resume_sweep(sweep_dir: Path) -> int:
     """
     from omegaconf import OmegaConf
 
+    from rlplat.tracking.sync import record_kept_runs
+
     sweep_dir = sweep_dir.resolve()
     config = OmegaConf.load(sweep_dir / SWEEP_FILE)
+    for path, why in record_kept_runs(
+        sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr)
+    ).failed:
+        _warn(f"{path} was not recorded ({why})")  # what jobs kept while the tracking server was away
     planned, unplanned = basic_sweep_jobs(config)  # None, and why: the jobs cannot be listed ahead
     existing = sorted(int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
     numbers = sorted({*existing, *range(len(planned))}) if planned is not None else existing

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.args import default_tracking_uri
-from rlplat.cli.locate import SWEEP_FILE, read_run_file, write_run_file
+from rlplat.cli.locate import SWEEP_FILE
 from rlplat.command_line import start_up_done
 from rlplat.sweep.runs import sweep_stopped_by
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG, SIGNAL_TAG
+from rlplat.tracking.records import read_run_file, write_run_file
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -55,6 +56,8 @@ class RunSpec:
             (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
             torch); None opens an in-process one (a process with MLflow loaded already:
             ``resume=``, a sweep's later jobs).
+        tracker_options: Keywords of the in-process tracker (see
+            :class:`rlplat.tracking.store.Tracker`): a sweep's job waits for its server.
     """
 
     output_dir: Path
@@ -67,6 +70,7 @@ class RunSpec:
     run_start: float | None = None
     callbacks: list[Any] = field(default_factory=list)
     tracker: Any = None
+    tracker_options: dict[str, Any] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -276,10 +280,15 @@ class RunRecord:
         self._raised: BaseException | None = None  # the creation's error, once raised from a hook
 
     def write(self) -> None:
-        """Write the record (once); waits for the run's creation and raises its error."""
+        """Write the record (once); waits for the run's creation and raises its error. A run
+        whose creation waits for the tracking server (a sweep's job) is left to its tracker,
+        which writes the record when it creates the run."""
         if self.written:
             return
         run_id = self.tracker.started()
+        if run_id is None:
+            self.written = True
+            return
         if self.spec.reporter is not None:
             self.spec.reporter.link_run(run_id)
         write_run_file(self.spec.output_dir, run_id, self.uri, self.tracker.experiment_id)
@@ -376,7 +385,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     if tracker is None:
         from rlplat.tracking.store import Tracker
 
-        tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
+        tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location, **spec.tracker_options)
     if spec.resume_run is not None:
         tracker.reopen(spec.resume_run, resumed_at=spec.job_start)
         return tracker, tracker.last_step("time/fps")

@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -41,6 +42,7 @@ from rlplat.sweep.runs import (
     stop_sweep,
     sweep_directory,
     sweep_stopped_by,
+    sweeper_reports_failures,
     wait_for_the_jobs_on_signals,
 )
 from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
@@ -67,7 +69,8 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float, run
     Raises:
         ConfigError, PluginError: for invalid config or a broken plugin.
     """
-    tracker = start_tracker(cfg)  # MLflow loads in a child process while this one builds the parts
+    options = tracker_options(cfg)
+    tracker = start_tracker(cfg, options)  # MLflow loads in a child process while this one builds the parts
     try:
         from rlplat.build import build
         from rlplat.cli.record import video_callbacks
@@ -89,6 +92,7 @@ def train(cfg: DictConfig, output_dir: Path, command: str, job_start: float, run
                 run_start=run_start,
                 callbacks=video_callbacks(built, output_dir),
                 tracker=tracker,
+                tracker_options=options,
             )
             return run_training(built, spec)
         finally:
@@ -103,7 +107,23 @@ _spare: list[Any] = []
 composed the config, until :func:`start_tracker` takes it or :func:`main` discards it."""
 
 
-def start_tracker(cfg: DictConfig) -> Any:
+def tracker_options(cfg: DictConfig) -> dict[str, Any]:
+    """Keywords of the job's tracker (:class:`rlplat.tracking.store.Tracker`): a job of a
+    recorded sweep, on the store of its sweep's parent run (which the server answered when the
+    sweep began), waits for a tracking server that does not answer rather than fail, and keeps
+    what is left at its end for the sweep's end to record; any other run refuses it at start."""
+    from rlplat.settings import TrackingConfig
+    from rlplat.sweep.runs import active_parent
+    from rlplat.tracking.pending import SWEEP_JOB_END_FLUSH_S
+
+    parent = active_parent()
+    uri = TrackingConfig.from_node(cfg.tracking).uri
+    if parent is None or HydraConfig.get().mode != RunMode.MULTIRUN or parent.uri != uri:
+        return {}
+    return {"wait_for_server": True, "end_flush_s": SWEEP_JOB_END_FLUSH_S}
+
+
+def start_tracker(cfg: DictConfig, options: dict[str, Any]) -> Any:
     """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node (the one
     :func:`main` started early, when there is one); None when tracking is off, or when this
     process has MLflow loaded already (a sweep's launcher process, after its first job): the
@@ -118,8 +138,8 @@ def start_tracker(cfg: DictConfig) -> Any:
             spare.discard()
         return None
     if spare is None:
-        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location)
-    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location)
+        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location, **options)
+    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location, **options)
     return spare
 
 
@@ -185,8 +205,10 @@ def task(cfg: DictConfig) -> float:
         return train(cfg, output_dir, command, started, run_start=time.time() if multirun else None)
     except (ConfigError, PluginError) as error:
         remove_run_dir(output_dir, multirun, before, hydra_files)  # nothing half-written
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or multirun:
-            raise  # in a sweep: this job fails, the sweeper decides about the rest
+        if multirun:
+            return job_failed(error, hydra_cfg, command, output_dir)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
         fail(error)
     except (SystemExit, KeyboardInterrupt) as error:
         # a signal stopped the job (its run ended KILLED), or came before its run began: in a
@@ -199,6 +221,47 @@ def task(cfg: DictConfig) -> float:
             raise
         stop_sweep(signal.Signals(code - 128).name)  # the signal whose exit status it is
         return math.nan
+    except Exception as error:  # a sweep's job that failed in training (a single run's error stays Hydra's)
+        if not multirun:
+            raise
+        return job_failed(error, hydra_cfg, command, output_dir)
+
+
+ERROR_FILE = "error.txt"
+"""Written into a failed sweep job's run directory: the traceback of what stopped it."""
+
+
+def job_failed(error: Exception, hydra_cfg: Any, command: str, output_dir: Path) -> float:
+    """A sweep's job failed with ``error``: one line now, a record for the sweep's end
+    (:func:`rlplat.sweep.runs.record_job_failure`: the job table and one line per failed job,
+    exit status 1), and a NaN objective, so that no launcher or sweeper prints a traceback.
+    An error other than bad input leaves its traceback in the run directory's
+    :data:`ERROR_FILE`.
+
+    Raised again instead: with ``HYDRA_FULL_ERROR=1`` (the traceback is wanted); for a sweeper
+    that takes failed jobs itself (:func:`rlplat.sweep.runs.sweeper_reports_failures`), after
+    the record; and a pruner's ``TrialPruned``, which is no failure.
+    """
+    optuna = sys.modules.get("optuna")
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" or (optuna is not None and isinstance(error, optuna.TrialPruned)):
+        raise error
+    from rlplat.sweep.runs import JobFailure, record_job_failure
+    from rlplat.tracking.records import read_run_file
+
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    reason = text if isinstance(error, (ConfigError, PluginError)) else f"{type(error).__name__}: {text}"
+    details = None
+    if not isinstance(error, (ConfigError, PluginError)) and output_dir.is_dir():
+        details = output_dir / ERROR_FILE
+        details.write_text("".join(traceback.format_exception(error)))
+    run_id = read_run_file(output_dir).get("run_id") if output_dir.is_dir() else None
+    overrides = " ".join(map(unroute, filter_overrides(list(hydra_cfg.overrides.task))))
+    failure = JobFailure(int(hydra_cfg.job.num), overrides, reason, command, run_id, str(details) if details else None)
+    record_job_failure(Path(sweep_directory(hydra_cfg)), failure)
+    print(f"rlplat-train: error: job {failure.job} ({overrides}) failed: {reason}", file=sys.stderr)
+    if sweeper_reports_failures(hydra_cfg):
+        raise error
+    return math.nan
 
 
 def entries_before(output_dir: Path, hydra_files: tuple[str, ...]) -> set[str]:

@@ -66,11 +66,10 @@ from hydra.core.utils import JobReturn
 from omegaconf import DictConfig, OmegaConf
 
 from rlplat.hydra_ext.overrides import env_set_override, route
-from rlplat.registry import ConfigError, PluginError, closest
+from rlplat.registry import ConfigError, closest
 from rlplat.sweep.runs import (
     OPTUNA_JOURNAL,
     OPTUNA_RESULTS,
-    count_jobs_without_run,
     exit_status,
     log_to_active_parent,
     sweep_stopped_by,
@@ -469,9 +468,7 @@ class OptunaSearch:
 
         outcomes = [job_outcome(ret) for ret in returns]
         errors = [error for _, error in outcomes if error is not None]
-        failed = [e for e in errors if not isinstance(e, optuna.TrialPruned)]
-        # jobs refused before their run existed (bad config): no child run counts them
-        count_jobs_without_run(sum(isinstance(e, (ConfigError, PluginError)) for e in failed))
+        failed = [e for e in errors if not isinstance(e, optuna.TrialPruned)]  # each job recorded why it failed
         if failed:
             error = failed[0]
             log.error(f"trial {trial.number} failed: {type(error).__name__}: {error}")

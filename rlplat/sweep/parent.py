@@ -46,11 +46,12 @@ from rlplat.sweep.runs import (
     PARENT_TAG,
     PRUNED_TAG,
     SWEEP_TAG,
+    JobFailure,
     ParentRun,
     active_parent,
     child_tags,
     exit_status,
-    jobs_without_run,
+    job_failures,
     log_to_active_parent,
     runs_in_local_workers,
     runs_in_this_process,
@@ -60,7 +61,7 @@ from rlplat.sweep.runs import (
     sweep_stopped_by,
     wait_for_the_jobs_on_signals,
 )
-from rlplat.sweep.table import job_rows, jobs_csv, print_job_table
+from rlplat.sweep.table import JobRow, failed_job_rows, job_rows, jobs_csv, print_job_table
 from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM, SIGNAL_TAG
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 MAX_NAME = 100  # characters of a parent run's name: "sweep <overrides>"
+END_WAIT_S = 600.0  # seconds a sweep's end waits for a tracking server that does not answer
 
 
 def _end_if_abandoned() -> None:
@@ -86,20 +88,29 @@ def _end_if_abandoned() -> None:
     that tag and none FAILED, or the signal reached this process, :func:`sweep_stopped_by`);
     else FAILED (an error)."""
     parent = active_parent()
-    if parent is not None:
-        from mlflow import MlflowClient
+    if parent is None:
+        return
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
-        client = MlflowClient(tracking_uri=parent.uri)
-        children = client.search_runs([parent.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
-        signals = sorted({c.data.tags[SIGNAL_TAG] for c in children if SIGNAL_TAG in c.data.tags})
-        if not signals and (stopped := sweep_stopped_by()) is not None:  # no job had begun its run
-            signals = [stopped]
-        if signals and not any(c.info.status == "FAILED" for c in children):
-            client.set_tag(parent.run_id, SIGNAL_TAG, signals[0])
-            client.set_terminated(parent.run_id, status="KILLED")
-        else:
-            client.set_terminated(parent.run_id, status="FAILED")
-        set_active_parent(None)
+    from rlplat.tracking.store import PROBE_TIMEOUT_S, http_limits, why
+
+    set_active_parent(None)
+    client = MlflowClient(tracking_uri=parent.uri)
+    try:
+        with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
+            children = client.search_runs([parent.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
+            signals = sorted({c.data.tags[SIGNAL_TAG] for c in children if SIGNAL_TAG in c.data.tags})
+            if not signals and (stopped := sweep_stopped_by()) is not None:  # no job had begun its run
+                signals = [stopped]
+            if signals and not any(c.info.status == "FAILED" for c in children):
+                client.set_tag(parent.run_id, SIGNAL_TAG, signals[0])
+                client.set_terminated(parent.run_id, status="KILLED")
+            else:
+                client.set_terminated(parent.run_id, status="FAILED")
+    except MlflowException as error:
+        print(f"rlplat-train: warning: the sweep's parent run {parent.run_id} could not be ended ({why(error)}); "
+              "it shows RUNNING", file=sys.stderr)  # fmt: skip
 
 
 def _start_parent(config: DictConfig) -> ParentRun | None:
@@ -128,7 +139,7 @@ def _start_parent(config: DictConfig) -> ParentRun | None:
     tags[DESCRIPTION_TAG] = f"Sweep `{tags['command']}` in `{sweep_dir}`: its report replaces this line when it ends."
     tracker = Tracker(tracking.uri, tracking.experiment, tracking.artifact_location)
     run_id = tracker.start(name, params, tags)
-    return ParentRun(tracking.uri, tracker.experiment_id, run_id)
+    return ParentRun(tracking.uri, str(tracker.experiment_id), run_id)
 
 
 def sweep_direction(config: DictConfig) -> str | None:
@@ -157,6 +168,54 @@ def check_launcher(config: DictConfig) -> None:
             "hydra/launcher=slurm: no Slurm cluster here (srun is not on the PATH); run the sweep on a "
             "Slurm login node, or use hydra/launcher=basic or parallel"
         )
+
+
+def _record_the_jobs(uri: str, sweep_dir: Path) -> list[tuple[Path, str]]:
+    """At a sweep's end: wait for its tracking server (at most :data:`END_WAIT_S` seconds; a
+    signal stops the wait), then record what its jobs kept while the server was away
+    (:func:`rlplat.tracking.sync.record_kept_runs`). Returns the kept files left, with why.
+
+    Raises:
+        SystemExit: 1 when the server did not answer (the parent run stays RUNNING, the
+            command that records the jobs later is printed); 130 or 143 on a signal.
+    """
+    from rlplat.tracking.sync import record_kept_runs, wait_for_server
+
+    def say_waiting(reason: str) -> None:
+        print(f"rlplat-train: the tracking server at {uri} does not answer ({reason}): waiting up to "
+              f"{END_WAIT_S:g} s to record the sweep's end", file=sys.stderr, flush=True)  # fmt: skip
+
+    problem = wait_for_server(uri, END_WAIT_S, say_waiting, give_up=lambda: sweep_stopped_by() is not None)
+    if (stopped := sweep_stopped_by()) is not None:
+        raise SystemExit(exit_status(stopped))
+    if problem is not None:
+        set_active_parent(None)  # nothing more can be recorded at exit either
+        print(f"rlplat-train: error: the tracking server at {uri} did not answer within {END_WAIT_S:g} s "
+              f"({problem}): the sweep's jobs are kept in their directories; record them with: "
+              f"rlplat-sync {shlex.quote(str(sweep_dir))}", file=sys.stderr)  # fmt: skip
+        raise SystemExit(1)
+    synced = record_kept_runs(sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr))
+    if synced.recorded:
+        runs = "1 run" if len(synced.recorded) == 1 else f"{len(synced.recorded)} runs"
+        print(f"rlplat-train: recorded {runs} that jobs kept while the tracking server was away", file=sys.stderr)
+    return synced.failed
+
+
+def _say_failures(failures: dict[int, JobFailure], rows: list[JobRow]) -> None:
+    """One line per failed job, in job order: which job, why, the command that runs it again;
+    a job whose run ended FAILED without a record of why (its process died) is named by its run."""
+    lines = {
+        job: f"job {job} ({f.overrides}) failed: {f.reason}"
+        + (f" (traceback: {f.details})" if f.details else "")
+        + f"; run it again: {f.command}"
+        for job, f in failures.items()
+    }
+    for row in rows:
+        if row.status == "FAILED" and row.job not in lines:
+            again = f"; run it again: {row.command}" if row.command else ""
+            lines[row.job] = f"job {row.job} ({row.overrides}) failed: its run {row.run_id} ended FAILED{again}"
+    for job in sorted(lines):
+        print(f"rlplat-train: error: {lines[job]}", file=sys.stderr)
 
 
 class MlflowSweep(Callback):
@@ -205,22 +264,29 @@ class MlflowSweep(Callback):
         parent ends KILLED at exit, as when a signal stops the basic launcher's job)."""
         if (stopped := sweep_stopped_by()) is not None:
             raise SystemExit(exit_status(stopped))
+        sweep_dir = Path(sweep_directory(config.hydra))
+        failures = job_failures(sweep_dir)
         if self.parent is None:
+            _say_failures(failures, [])
+            if failures:
+                raise SystemExit(1)
             return
         from mlflow import MlflowClient
 
+        unrecorded = _record_the_jobs(self.parent.uri, sweep_dir)
         client = MlflowClient(tracking_uri=self.parent.uri)
         direction = sweep_direction(config)
         rows = job_rows(client, self.parent, self.objective, None if direction is None else direction == "minimize")
+        rows += failed_job_rows(failures.values(), rows)  # failed before their run existed
         print_job_table(rows, self.objective, str(config.hydra.sweep.dir), self.parent.run_id)
-        unrecorded = jobs_without_run()  # failed before their run existed: not in the table
-        if unrecorded:
-            jobs = "1 more job" if unrecorded == 1 else f"{unrecorded} more jobs"
-            print(f"and {jobs} failed before recording a run (the errors are above)")
         client.log_text(self.parent.run_id, jobs_csv(rows, self.objective), "jobs.csv")
         self._report(Path(str(config.hydra.sweep.dir)))
-        failed = sum(r.status == "FAILED" for r in rows) + unrecorded
-        metrics: dict[str, float] = {"sweep/jobs": len(rows) + unrecorded, "sweep/jobs_failed": failed}
+        failed = sum(r.status == "FAILED" for r in rows)
+        metrics: dict[str, float] = {
+            "sweep/jobs": len(rows),
+            "sweep/jobs_failed": failed,
+            "sweep/jobs_waited_for_server": sum(r.waited for r in rows),
+        }
         tags = {}
         best = rows[0] if rows else None  # rows are sorted: a usable best comes first
         if best is not None and best.status == "FINISHED" and not math.isnan(best.objective):
@@ -230,6 +296,11 @@ class MlflowSweep(Callback):
         client.set_terminated(self.parent.run_id, status="FINISHED")  # failed jobs are counted above
         self.parent = None
         set_active_parent(None)
+        _say_failures(failures, rows)
+        for path, why in unrecorded:
+            print(f"rlplat-train: error: {path} was not recorded: {why}", file=sys.stderr)
+        if failed or unrecorded:
+            raise SystemExit(1)
 
     def _report(self, sweep_dir: Path) -> None:
         """Compare the sweep's groups of jobs (every override but the seed) on the objective:

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -37,8 +37,11 @@ __all__ = [
     "log_to_active_parent",
     "set_active_parent",
     "stop_sweep",
-    "count_jobs_without_run",
-    "jobs_without_run",
+    "JobFailure",
+    "FAILED_JOBS_FILE",
+    "record_job_failure",
+    "job_failures",
+    "sweeper_reports_failures",
     "sweep_stopped_by",
     "runs_in_local_workers",
     "runs_in_this_process",
@@ -82,19 +85,69 @@ def set_active_parent(parent: ParentRun | None) -> None:
 
 
 _stopped_by: str | None = None
-_jobs_without_run = 0
+
+FAILED_JOBS_FILE = "failed_jobs.jsonl"
+"""In a sweep's directory: one JSON line per failed job (:class:`JobFailure`), which the
+sweep's end reports (the jobs may have run in other processes)."""
 
 
-def count_jobs_without_run(jobs: int) -> None:
-    """Count ``jobs`` of this sweep that failed before their run existed (a config the build
-    refused), which the job table cannot list: the sweep's failed jobs include them."""
-    global _jobs_without_run
-    _jobs_without_run += jobs
+@dataclass(frozen=True)
+class JobFailure:
+    """Why a sweep's job failed, as its end reports it.
+
+    Attributes:
+        job: The job's number in the sweep.
+        overrides: The job's overrides as typed, space-separated.
+        reason: One line: the error.
+        command: The command that runs the job again alone.
+        run_id: The job's MLflow run (ended FAILED), or None when it failed before its run existed.
+        details: A file with the error's traceback (in the job's directory), or None.
+    """
+
+    job: int
+    overrides: str
+    reason: str
+    command: str
+    run_id: str | None = None
+    details: str | None = None
 
 
-def jobs_without_run() -> int:
-    """The jobs :func:`count_jobs_without_run` counted in this process."""
-    return _jobs_without_run
+def record_job_failure(sweep_dir: Path, failure: JobFailure) -> None:
+    """Append ``failure`` to the sweep's :data:`FAILED_JOBS_FILE`, as one write (appends of a
+    line from jobs running at once do not interleave)."""
+    line = (json.dumps(asdict(failure)) + "\n").encode()
+    descriptor = os.open(Path(sweep_dir) / FAILED_JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(descriptor, line)
+    finally:
+        os.close(descriptor)
+
+
+def job_failures(sweep_dir: Path) -> dict[int, JobFailure]:
+    """The failed jobs the sweep's :data:`FAILED_JOBS_FILE` records, by job number (the last
+    record of a job that failed twice); empty when none did. Unreadable lines are skipped."""
+    path = Path(sweep_dir) / FAILED_JOBS_FILE
+    failures: dict[int, JobFailure] = {}
+    if not path.is_file():
+        return failures
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            failure = JobFailure(**json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        failures[failure.job] = failure
+    return failures
+
+
+RLPLAT_OPTUNA_SWEEPER = "hydra_plugins.rlplat_optuna_sweeper.RlplatOptunaSweeper"
+"""``_target_`` of ``hydra/sweeper=rlplat_optuna``."""
+
+
+def sweeper_reports_failures(hydra_cfg: Any) -> bool:
+    """Whether the sweep's sweeper takes a failed job's exception itself (rlplat's Optuna
+    sweeper: the trial fails, and the search goes on); other sweepers are given a NaN
+    objective, the failure being reported at the sweep's end from :data:`FAILED_JOBS_FILE`."""
+    return bool(hydra_cfg.sweeper.get("_target_") == RLPLAT_OPTUNA_SWEEPER)
 
 
 def sweep_stopped_by() -> str | None:

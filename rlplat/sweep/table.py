@@ -6,13 +6,14 @@ import csv
 import io
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rlplat.report.runs import metric_value
 from rlplat.settings import DOWNTIME_SECONDS, LOWER_IS_BETTER
-from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, ParentRun
-from rlplat.tags import RESTARTED_TAG
+from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, JobFailure, ParentRun
+from rlplat.tags import RESTARTED_TAG, WAITED_TAG
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,9 @@ class JobRow:
     status: str  # MLflow run status, or PRUNED for a run a pruner stopped
     objective: float  # the sorted-by metric's last value; nan when never logged
     seconds: float  # wall time of the run, less the time it was down before a resume
-    run_id: str
+    run_id: str  # "-" for a job that failed before its run existed
+    waited: bool = False  # its run's creation or writes waited for the tracking server
+    command: str = ""  # the command that runs the job alone (its run's "command" tag)
 
 
 def job_rows(client: Any, parent: ParentRun, objective: str, lower_is_better: bool | None = None) -> list[JobRow]:
@@ -59,6 +62,8 @@ def job_rows(client: Any, parent: ParentRun, objective: str, lower_is_better: bo
                 seconds=((run.info.end_time or run.info.start_time) - run.info.start_time) / 1000
                 - run.data.metrics.get(DOWNTIME_SECONDS, 0.0),
                 run_id=run.info.run_id,
+                waited=tags.get(WAITED_TAG) == "true",
+                command=tags.get("command", ""),
             )
         )
 
@@ -70,6 +75,17 @@ def job_rows(client: Any, parent: ParentRun, objective: str, lower_is_better: bo
         return (0 if usable else 1, sign * row.objective if usable else 0.0, row.job)
 
     return sorted(rows, key=rank)
+
+
+def failed_job_rows(failures: Iterable[JobFailure], rows: list[JobRow]) -> list[JobRow]:
+    """Rows for the ``failures`` whose job has no row among ``rows``: jobs that failed before
+    their run existed (status FAILED, no objective, run id ``-``), in job order."""
+    listed = {row.job for row in rows}
+    return [
+        JobRow(f.job, f.overrides, "FAILED", math.nan, 0.0, "-", command=f.command)
+        for f in sorted(failures, key=lambda f: f.job)
+        if f.job not in listed
+    ]
 
 
 def jobs_csv(rows: list[JobRow], objective: str) -> str:

@@ -87,7 +87,7 @@ def _serve(connection: Connection) -> None:
         return
     if method != "open":
         return
-    uri, experiment, artifact_location = args
+    uri, experiment, artifact_location, options = args
     warm_up(uri)
     # The imports left ~300k objects that every full garbage collection would scan (~0.15 s
     # each): exempt them from all collections, then let the collector run for the rest.
@@ -108,10 +108,11 @@ def _serve(connection: Connection) -> None:
         answer: tuple[str, Any] | None = None
         try:
             if tracker is None:
-                tracker = Tracker(uri, experiment, artifact_location)
-            result = getattr(tracker, method)(*args, **kwargs)
-            if method == "start" or method == "reopen":
-                result = (result, tracker.experiment_id)
+                tracker = Tracker(uri, experiment, artifact_location, **options)
+            if method == "begin" or method == "reopen":
+                result = (getattr(tracker, method)(*args, **kwargs), tracker.experiment_id)
+            else:
+                result = getattr(tracker, method)(*args, **kwargs)
             if reply:
                 answer = ("ok", result)
         except BaseException as error:
@@ -138,9 +139,9 @@ class TrackerProcess:
             or it refuses the requests.
     """
 
-    def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
+    def __init__(self, uri: str, experiment: str, artifact_location: str | None, **options: Any) -> None:
         self._spawn()
-        self.open(uri, experiment, artifact_location)
+        self.open(uri, experiment, artifact_location, **options)
 
     @classmethod
     def spare(cls) -> TrackerProcess:
@@ -155,6 +156,7 @@ class TrackerProcess:
         self.run_id: str | None = None
         self.experiment_id: str | None = None
         self._starting = False  # begin() sent, its reply not read yet
+        self._begun = False  # begin() answered: the run exists, or waits for the server
         self._start_error: BaseException | None = None  # why the run of begin() was not created
         # A plain child interpreter over a socket pair: multiprocessing's spawn would import
         # this process's main module again, and fails inside launchers' worker processes.
@@ -165,13 +167,15 @@ class TrackerProcess:
         self._connection = Connection(ours.detach())
         self._closed = False
 
-    def open(self, uri: str, experiment: str, artifact_location: str | None) -> None:
+    def open(self, uri: str, experiment: str, artifact_location: str | None, **options: Any) -> None:
         """Give the child its store (once): it opens an existing one while this process goes
-        on; the first call that waits (:meth:`start`, :meth:`reopen`) raises its errors."""
+        on; the first call that waits (:meth:`start`, :meth:`reopen`) raises its errors.
+        ``options``: keywords of :class:`rlplat.tracking.store.Tracker` (``wait_for_server``,
+        ``end_flush_s``)."""
         if self.uri is not None:
             raise RuntimeError(f"this tracker process records to {self.uri!r} already")
         self.uri = uri
-        self._send("open", uri, experiment, artifact_location)
+        self._send("open", uri, experiment, artifact_location, options)
 
     def discard(self) -> None:
         """Stop the child at once, without waiting for its imports or for the calls queued
@@ -231,8 +235,9 @@ class TrackerProcess:
 
     def start(
         self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
-    ) -> str:
-        """Create the run (see :meth:`rlplat.tracking.Tracker.start`); returns its id."""
+    ) -> str | None:
+        """Create the run (see :meth:`rlplat.tracking.Tracker.begin`); returns its id (None
+        while its creation waits for the server)."""
         self.begin(run_name, params, tags, start_time)
         return self.started()
 
@@ -242,14 +247,16 @@ class TrackerProcess:
         """Have the child create the run (see :meth:`rlplat.tracking.Tracker.start`) without
         waiting for it; :meth:`started` returns its id. Writes sent meanwhile are recorded
         into it."""
-        if self.run_id is not None or self._starting:
+        if self.run_id is not None or self._starting or self._begun:
             raise RuntimeError("this tracker process has begun its run already")
-        self._send("start", run_name, dict(params), dict(tags), start_time, reply=True)
+        self._send("begin", run_name, dict(params), dict(tags), start_time, reply=True)
         self._starting = True
 
-    def started(self) -> str:
+    def started(self) -> str | None:
         """The id of the run asked for by :meth:`begin`, waiting until the child has created
-        it. A wait cut short (Ctrl-C) can be waited for again.
+        it; None when its creation waits for the server (``wait_for_server``: the child
+        creates it when the server answers, and writes the run directory's :data:`RUN_FILE`).
+        A wait cut short (Ctrl-C) can be waited for again.
 
         Raises:
             ConfigError: when no MLflow tracking server answers at an ``http(s)://`` uri: no
@@ -260,14 +267,15 @@ class TrackerProcess:
         if self._start_error is not None:
             raise self._start_error
         if self._starting:
-            status, value = self._receive("start", START_TIMEOUT_S)
+            status, value = self._receive("begin", START_TIMEOUT_S)
             self._starting = False
             if status == "error":
                 self._start_error = value
                 self.discard()  # no run to record into: the writes queued behind it are moot
                 raise value
             self.run_id, self.experiment_id = value
-        if self.run_id is None:
+            self._begun = True
+        if not self._begun and self.run_id is None:
             raise RuntimeError("no run was begun in this tracker process")
         return self.run_id
 

@@ -3,14 +3,45 @@ trainer callback that hands metrics and checkpoints to the tracker."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlplat.registry import ConfigError
 from rlplat.tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value, in characters
+
+RUN_FILE = "rlplat_run.json"
+"""Written into each run directory once its MLflow run exists: run id, tracking URI, experiment id."""
+
+
+def read_run_file(run_dir: Path) -> dict[str, str]:
+    """The run directory's :data:`RUN_FILE` (empty when the run was not recorded).
+
+    Raises:
+        ConfigError: when the file exists and cannot be read as JSON.
+    """
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{str(path)!r} cannot be read ({error})") from error
+
+
+def write_run_file(run_dir: Path, run_id: str, tracking_uri: str, experiment_id: str) -> None:
+    """Write the run directory's :data:`RUN_FILE` for the MLflow run ``run_id`` (atomically:
+    a reader sees the old file or the new one)."""
+    record = {"run_id": run_id, "tracking_uri": tracking_uri, "experiment_id": experiment_id}
+    path = Path(run_dir) / RUN_FILE
+    partial = path.with_name(f".{RUN_FILE}.{os.getpid()}")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, path)
 
 
 class RunTracker(Protocol):

@@ -2,7 +2,10 @@
 
 A tracking server that goes away during a run does not stop the training: writes that fail
 because it cannot be reached are kept in order and written when it answers again (see
-:class:`Tracker`). One that cannot be reached when a run starts is a config error.
+:class:`Tracker`), and what is still unwritten when the run ends is kept in the run
+directory (:mod:`rlplat.tracking.pending`) for ``rlplat-sync`` or the sweep's end to
+record. One that cannot be reached when a run starts is a config error, except for a
+sweep's job (``wait_for_server``): its run is then created when the server answers.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from mlflow.exceptions import MlflowException
 
 from rlplat.registry import ConfigError
 from rlplat.settings import DOWNTIME_SECONDS, TRAIN_SECONDS
-from rlplat.tags import RUN_DIR_TAG
+from rlplat.tags import RUN_DIR_TAG, WAITED_TAG
+from rlplat.tracking.pending import PENDING_FILE, KeptRun, PendingRun, save_pending
+from rlplat.tracking.records import write_run_file
 
 MAX_PARAMS_PER_BATCH = 100  # MLflow's limit per log_batch call
 MAX_TAGS_PER_BATCH = 100  # MLflow's limit per log_batch call
@@ -285,8 +290,16 @@ class Tracker:
     in order, and is tried again at a later write once a :class:`Backoff` wait has passed
     (one request of at most :data:`WRITE_TIMEOUT_S` seconds per attempt), so that training
     goes on while the server is away. One line says when values start being buffered, and
-    one when they were written. :meth:`end` tries for :data:`END_FLUSH_S` seconds more.
-    A write the server rejects (a changed param, a deleted run) raises.
+    one when they were written. :meth:`end` tries for ``end_flush_s`` seconds more, then
+    keeps what is left (the run's creation included) in the run directory's
+    :data:`rlplat.tracking.pending.PENDING_FILE`, for ``rlplat-sync`` to record. A run whose
+    writes waited for the server is tagged :data:`rlplat.tags.WAITED_TAG`. A write the
+    server rejects (a changed param, a deleted run) raises.
+
+    With ``wait_for_server`` (a sweep's job, whose sweep's parent run exists), a server that
+    does not answer when the run begins is waited for rather than refused: :meth:`begin`
+    keeps the run's creation with the rest of the outbox, one line says so, and the run is
+    created (with its start time, then every write in order) when the server answers.
 
     Args:
         uri: Tracking URI, e.g. ``sqlite:////abs/outputs/mlflow.db`` or ``http://host:5000``.
@@ -295,10 +308,14 @@ class Tracker:
         run_dir: The run's directory, named when values could not be recorded; by default
             the run's :data:`RUN_DIR_TAG` tag.
         say: Shows the user one line (default: on stderr, after ``rlplat-train: ``).
+        wait_for_server: Wait for a server that does not answer when the run begins,
+            instead of raising (see above).
+        end_flush_s: Seconds :meth:`end` tries to write what is buffered before keeping it
+            in the run directory.
 
     Raises:
-        ConfigError: when no MLflow tracking server answers at an ``http(s)://`` ``uri``,
-            or it refuses the requests.
+        ConfigError: when no MLflow tracking server answers at an ``http(s)://`` ``uri``
+            (unless ``wait_for_server``), or it refuses the requests.
     """
 
     def __init__(
@@ -309,18 +326,29 @@ class Tracker:
         *,
         run_dir: Path | None = None,
         say: Callable[[str], None] | None = None,
+        wait_for_server: bool = False,
+        end_flush_s: float = END_FLUSH_S,
     ) -> None:
         self.uri, self.run_dir = uri, run_dir
+        self.experiment, self.artifact_location = experiment, artifact_location
         self.run_id: str | None = None
         self.outbox = Outbox()
         self.backoff = Backoff()
+        self.wait_for_server, self.end_flush_s = wait_for_server, end_flush_s
+        self.pending: PendingRun | None = None  # a run begun while the server was away, not created yet
         self._say = say or _say_on_stderr
         self._buffering_since: int | None = None  # Outbox.written when buffering started
         self._ended = False
+        self._rejected = False  # the store refused a write: what is left is not kept to send again
         logging.getLogger("mlflow.store.db").setLevel(logging.WARNING)  # no "Creating initial tables..." lines
         with store_lock(uri):
             self.client = MlflowClient(tracking_uri=uri)
-            self.experiment_id = self._open_experiment(experiment, artifact_location)
+            self.experiment_id: str | None = None
+            try:
+                self.experiment_id = self._open_experiment(experiment, artifact_location)
+            except ConfigError as error:
+                if not (wait_for_server and unreachable(error)):
+                    raise
 
     def _open_experiment(self, name: str, artifact_location: str | None) -> str:
         """The experiment's id; at a server, tried :data:`PROBE_ATTEMPTS` times, briefly (once
@@ -378,11 +406,13 @@ class Tracker:
             ConfigError: when the tracking server stopped answering since the constructor;
                 no run was created.
         """
+        if self.experiment_id is None:
+            self.experiment_id = self._open_experiment(self.experiment, self.artifact_location)
         try:
             with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
                 run = self.client.create_run(
                     self.experiment_id,
-                    start_time=None if start_time is None else int(start_time * 1000),
+                    start_time=None if start_time is None else round(start_time * 1000),
                     tags=dict(tags),
                     run_name=run_name,
                 )
@@ -403,14 +433,40 @@ class Tracker:
 
     def begin(
         self, run_name: str, params: Mapping[str, str], tags: Mapping[str, str], start_time: float | None = None
-    ) -> None:
+    ) -> str | None:
         """:meth:`start`, for the interface of :class:`rlplat.tracking.process.TrackerProcess`,
-        whose run is created while training starts: here at once (its errors are raised here)."""
-        self.start(run_name, params, tags, start_time)
+        whose run is created while training starts: here at once (its errors are raised here).
 
-    def started(self) -> str:
-        """The id of the run :meth:`begin` created."""
-        if self.run_id is None:
+        Returns:
+            The run's id; None when the server did not answer and ``wait_for_server`` is set:
+            the run is created, and :data:`RUN_FILE` written in its directory, when it answers.
+
+        Raises:
+            ConfigError: as :meth:`start`, but for an unreachable server with ``wait_for_server``.
+        """
+        try:
+            return self.start(run_name, params, tags, start_time)
+        except ConfigError as error:
+            if not (self.wait_for_server and unreachable(error)):
+                raise
+            reason = why(error)
+        begun = int((time.time() if start_time is None else start_time) * 1000)
+        self.pending = PendingRun(run_name, dict(tags), begun)
+        if self.run_dir is None and RUN_DIR_TAG in tags:
+            self.run_dir = Path(tags[RUN_DIR_TAG])
+        self.outbox.params += [Param(key, value) for key, value in params.items()]
+        self.outbox.tags[WAITED_TAG] = "true"
+        self._buffering_since = self.outbox.written
+        self.backoff.failed()
+        self._say(
+            f"warning: tracking server unreachable at {self.uri} ({reason}); training goes on, and the "
+            "run is created when it answers"
+        )
+        return None
+
+    def started(self) -> str | None:
+        """The id of the run :meth:`begin` created; None while its creation waits for the server."""
+        if self.run_id is None and self.pending is None:
             raise RuntimeError("no run was begun in this tracker")
         return self.run_id
 
@@ -418,6 +474,11 @@ class Tracker:
         """True: :meth:`begin` created the run at once (see
         :meth:`rlplat.tracking.process.TrackerProcess.start_answered`)."""
         return True
+
+    def attach(self, run_id: str) -> None:
+        """Record into the existing run ``run_id`` as it is (its status unchanged, nothing
+        read): what :meth:`end` then writes completes it."""
+        self.run_id, self._ended = run_id, False
 
     def reopen(self, run_id: str, resumed_at: float | None = None) -> None:
         """Continue the existing run ``run_id`` (a resume): its status goes back to RUNNING;
@@ -484,6 +545,23 @@ class Tracker:
         assert self.run_id is not None, "Tracker.start() must be called before anything is recorded"
         return self.run_id
 
+    def _create_pending(self) -> None:
+        """Create the run :meth:`begin` could not (the server answers again): its experiment
+        if needed, the run with its start time and tags; write :data:`RUN_FILE` in its
+        directory. The caller sets the HTTP limits; errors are raised."""
+        assert self.pending is not None
+        if self.experiment_id is None:
+            self.experiment_id = self._experiment(self.experiment, self.artifact_location)
+        run = self.client.create_run(
+            self.experiment_id,
+            start_time=self.pending.start_time,
+            tags=self.pending.tags,
+            run_name=self.pending.name,
+        )
+        self.run_id, self.pending = run.info.run_id, None
+        if self.run_dir is not None and self.run_dir.is_dir():
+            write_run_file(self.run_dir, self.run_id, self.uri, self.experiment_id)
+
     def log_metrics(self, metrics: Mapping[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Log scalar ``metrics`` at ``step`` (frames), timestamped ``timestamp_ms`` (ms since
         the epoch; default now), in one batch (later, in order, while the tracking server is
@@ -515,8 +593,12 @@ class Tracker:
         Raises:
             MlflowException, requests.RequestException, OSError: a write the store rejected.
         """
+        created = ""
         try:
             with http_limits(retries=0, timeout_s=timeout_s):
+                if self.pending is not None:
+                    self._create_pending()
+                    created = f"run {self.run_id} created, "
                 self.outbox.send(self.client, self._started_run_id)
         except Exception as error:
             if not unreachable(error):
@@ -525,33 +607,73 @@ class Tracker:
             if self._buffering_since is None:
                 self._buffering_since = self.outbox.written
                 self._say(f"warning: tracking server unreachable; {self.outbox.describe()} buffered, retrying")
+                self.outbox.tags[WAITED_TAG] = "true"  # sent with the rest
             return False
         self.backoff.succeeded()
         if self._buffering_since is not None:
             written = self.outbox.written - self._buffering_since
             self._buffering_since = None
-            self._say(f"tracking server reachable again; {_count(written, 'buffered metric value')} written")
+            self._say(f"tracking server reachable again; {created}{_count(written, 'buffered metric value')} written")
         return True
 
-    def end(self, status: str) -> None:
+    def end(self, status: str, end_time_ms: int | None = None) -> bool:
         """Write what is buffered, then end the run with ``status``: FINISHED, FAILED, or
-        KILLED (stopped early, e.g. pruned).
+        KILLED (stopped early, e.g. pruned), at ``end_time_ms`` (ms since the epoch; default now).
 
-        While the tracking server is unreachable, it keeps trying for :data:`END_FLUSH_S`
-        seconds, then gives up with one line saying what was not recorded and where the
-        run's directory is. It never raises an ``Exception`` (it runs in ``finally`` blocks,
-        where it must not hide the error that ended the run); Ctrl-C stops the waiting.
-        Ending an ended run does nothing.
+        While the tracking server is unreachable, it keeps trying for ``end_flush_s`` seconds;
+        then what is left (with the run's end, and its creation when it waited for the
+        server) is kept in the run directory's :data:`PENDING_FILE` and one line says how to
+        record it (``rlplat-sync``). Without a run directory, or when the store rejected a
+        write, one line says what was not recorded. It never raises an ``Exception`` (it runs
+        in ``finally`` blocks, where it must not hide the error that ended the run); Ctrl-C
+        stops the waiting. Ending an ended run does nothing.
+
+        Returns:
+            Whether everything was recorded and the run ended (False after a first end).
         """
-        if self.run_id is None or self._ended:
-            return
+        if (self.run_id is None and self.pending is None) or self._ended:
+            return False
         self._ended = True
         status = RunStatus.to_string(RunStatus.from_string(status))
-        deadline = time.monotonic() + END_FLUSH_S
+        end_time_ms = int(time.time() * 1000) if end_time_ms is None else end_time_ms
+        deadline = time.monotonic() + self.end_flush_s
         problem = self._flush_until(deadline)
-        ended = self._terminate(status, deadline)
+        ended = self.pending is None and self._terminate(status, end_time_ms, deadline)
+        if ended and problem is None and self.run_dir is not None:
+            with contextlib.suppress(OSError):  # kept by an earlier process, recorded now
+                (self.run_dir / PENDING_FILE).unlink(missing_ok=True)
+        elif not (ended and problem is None) and not self._rejected and self._keep(status, end_time_ms):
+            return False
         if problem is not None or not ended or self.outbox.dropped:
             self._report_loss(status, problem or "tracking server unreachable", ended)
+        return ended and problem is None
+
+    def _keep(self, status: str, end_time_ms: int) -> bool:
+        """Keep what could not be written, the run's end and (when it waited) its creation in
+        the run directory's :data:`PENDING_FILE`; one line says so. Returns whether it was kept."""
+        if self.run_dir is None or not self.run_dir.is_dir():
+            return False
+        outbox = self.outbox
+        kept = KeptRun(
+            self.uri, self.experiment, self.artifact_location, self.run_id, self.pending, status, end_time_ms,
+            params={p.key: p.value for p in outbox.params},
+            tags=dict(outbox.tags),
+            metrics=[(m.key, m.value, m.timestamp, m.step) for m in outbox.metrics],
+            artifacts=[(str(path), artifact_path) for path, artifact_path in outbox.artifacts],
+        )  # fmt: skip
+        try:
+            path = save_pending(self.run_dir, kept)
+        except OSError as error:
+            self._say(f"warning: {PENDING_FILE} could not be written in {self.run_dir} ({error})")
+            return False
+        parts = [self.outbox.describe()] if self.outbox else []
+        parts.append("the run's creation and end" if self.pending is not None else f"the end of run {self.run_id}")
+        later = "the sweep records them at its end, or" if self.wait_for_server else "record them with:"
+        self._say(
+            f"warning: tracking server unreachable at the end of the run: {', '.join(parts)} kept in {path}; "
+            f"{later} rlplat-sync {self.run_dir}"
+        )
+        return True
 
     def _flush_until(self, deadline: float) -> str | None:
         """Send the outbox, retrying until ``deadline``; returns why it could not, or None."""
@@ -559,22 +681,23 @@ class Tracker:
             while not self._flush(END_TIMEOUT_S):
                 pause = min(self.backoff.wait_s(), deadline - time.monotonic())
                 if pause <= 0:
-                    return f"tracking server unreachable for {END_FLUSH_S:g} s at the end of the run"
+                    return f"tracking server unreachable for {self.end_flush_s:g} s at the end of the run"
                 time.sleep(pause)
         except KeyboardInterrupt:
             return "interrupted while waiting for the tracking server"
         except Exception as error:
+            self._rejected = True
             return f"the tracking store refused a write ({why(error)})"
         return None
 
-    def _terminate(self, status: str, deadline: float) -> bool:
-        """Set the run's end status, retrying until ``deadline`` (at least once); returns
-        whether it was set."""
+    def _terminate(self, status: str, end_time_ms: int, deadline: float) -> bool:
+        """Set the run's end status and time, retrying until ``deadline`` (at least once);
+        returns whether it was set."""
         try:
             while True:
                 try:
                     with http_limits(retries=0, timeout_s=END_TIMEOUT_S):
-                        self.client.set_terminated(self._started_run_id, status=status)
+                        self.client.set_terminated(self._started_run_id, status=status, end_time=end_time_ms)
                     return True
                 except Exception as error:
                     if not unreachable(error) or time.monotonic() >= deadline:
@@ -590,7 +713,8 @@ class Tracker:
             lost.append(f"{self.outbox.describe()} could not be recorded")
         if self.outbox.dropped:
             lost.append(f"{_count(self.outbox.dropped, 'metric value')} could not be kept (buffer full)")
-        if not ended:
+        if not ended and self.run_id is not None:
             lost.append(f"the run could not be marked {status} (it shows RUNNING)")
         where = f"; the run's directory: {self.run_dir}" if self.run_dir is not None else ""
-        self._say(f"warning: {problem}: {'; '.join(lost)}; run {self.run_id} in {self.uri}{where}")
+        run = f"run {self.run_id}" if self.run_id is not None else "the run (never created)"
+        self._say(f"warning: {problem}: {'; '.join(lost)}; {run} in {self.uri}{where}")

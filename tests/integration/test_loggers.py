@@ -17,7 +17,7 @@ from conftest import BIN, TINY, cli
 from mlflow import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlplat.cli.locate import RUN_FILE
+from rlplat.tracking.records import RUN_FILE
 
 
 def _run_dir(tmp_path: Path) -> Path:

@@ -10,75 +10,25 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import cli
 from mlflow import MlflowClient
+from servers import BIN, MlflowServer, free_port
 
-BIN = Path(sys.executable).parent
 ROLLOUT = ["collector.num_envs=4", "collector.steps_per_env=64"]  # 256 frames per rollout
 FRAMES_PER_ROLLOUT = 256
 ROLLOUTS = 80
 OUTAGE_S = 3.0  # seconds of the run's time without a server
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Server:
-    """``mlflow server`` on 127.0.0.1:``port`` with an sqlite store and proxied artifacts in
-    ``root``; killed (SIGKILL, its whole process group) and restarted on the same port and store."""
-
-    def __init__(self, root: Path, port: int) -> None:
-        self.root, self.port = root, port
-        self.db = root / "server.db"
-        self.uri = f"http://127.0.0.1:{port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 60.0) -> bool:
-        """Start it and wait until ``/health`` answers; returns whether it did."""
-        command = [
-            str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(self.port),
-            "--backend-store-uri", f"sqlite:///{self.db}", "--artifacts-destination", str(self.root / "artifacts"),
-            "--workers", "1",
-        ]  # fmt: skip
-        with open(self.root / "server.log", "ab") as log:
-            self.process = subprocess.Popen(command, cwd=self.root, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=1) as answer:
-                    if answer.status == 200:
-                        return True
-            except OSError:
-                time.sleep(0.2)
-        return False
-
-    def kill(self) -> None:
-        """Kill it as a crash would: no clean shutdown."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def log(self) -> str:
-        path = self.root / "server.log"
-        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
-
-
 @pytest.fixture
 def server(tmp_path: Path):
     """A started tracking server; killed after the test."""
-    started = Server(tmp_path / "server", free_port())
+    started = MlflowServer(tmp_path / "server", free_port())
     started.root.mkdir()
     if not started.start():
         log = started.log()

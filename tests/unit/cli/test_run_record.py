@@ -12,10 +12,10 @@ import pytest
 from mlflow import MlflowClient
 
 from rlplat.checkpoint import CHECKPOINT_DIR
-from rlplat.cli.locate import RUN_FILE
 from rlplat.cli.run import RunRecord, RunSpec
 from rlplat.registry import ConfigError
 from rlplat.tracking.process import START_TIMEOUT_S, TrackerProcess
+from rlplat.tracking.records import RUN_FILE
 
 
 def absent_server() -> str:
