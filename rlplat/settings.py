@@ -167,8 +167,12 @@ class TrackingConfig(_Node):
     experiment: str
     run_name: str | None
     also: tuple[str, ...] = ()
+    end_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
+        wait = self.end_wait_s
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < float("inf"):
+            raise ConfigError(f"tracking.end_wait_s={wait!r}: must be 0 or more seconds, e.g. 30")
         also = self.also
         if isinstance(also, str) or not isinstance(also, list | tuple):
             raise ConfigError(f"tracking.also={also!r}: must be a list of {', '.join(LOGGERS)}, e.g. [csv]")

@@ -59,17 +59,19 @@ class Postgres:
         prefix = ["runuser", "-u", "postgres", "--"] if self.as_postgres else []
         return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=timeout, cwd=self.root)
 
-    def start(self) -> str | None:
-        """Create the cluster, start it and create the database ``mlflow``; returns None, or
-        why it could not."""
-        steps = [
+    def start(self, database: str | None = "mlflow") -> str | None:
+        """Create the cluster, start it and create ``database`` (None: none); returns None,
+        or why it could not."""
+        port = str(self.port)
+        steps: list[list[str]] = [
             [str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync"],
             [
                 str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
-                "-o", f"-p {self.port} -h 127.0.0.1 -k {self.root} -F", "start",
+                "-o", f"-p {port} -h 127.0.0.1 -k {self.root} -F", "start",
             ],
-            [str(self.bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "mlflow"],
         ]  # fmt: skip
+        if database is not None:
+            steps.append([str(self.bin_dir / "createdb"), "-h", "127.0.0.1", "-p", port, "-U", "postgres", database])
         for command in steps:
             if not Path(command[0]).exists() and not shutil.which(command[0]):
                 return f"{command[0]} not found"
@@ -90,8 +92,9 @@ class Postgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def postgres_or_skip():
-    """A started :class:`Postgres`, or ``pytest.skip`` naming what is missing."""
+def postgres_or_skip(database: str | None = "mlflow") -> Postgres:
+    """A started :class:`Postgres` with ``database`` created (None: none), or ``pytest.skip``
+    naming what is missing."""
     try:
         import psycopg  # noqa: F401  (SQLAlchemy's default PostgreSQL driver: the rlplat[postgres] extra)
     except ImportError:
@@ -102,7 +105,7 @@ def postgres_or_skip():
     if os.geteuid() == 0 and (shutil.which("runuser") is None or not _has_user("postgres")):
         pytest.skip("running as root, and no postgres user or runuser to run PostgreSQL as")
     cluster = Postgres(bin_dir, free_port())
-    problem = cluster.start()
+    problem = cluster.start(database)
     if problem is not None:
         cluster.stop()
         pytest.skip(f"PostgreSQL could not start: {problem}")

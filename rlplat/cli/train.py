@@ -108,22 +108,24 @@ composed the config, until :func:`start_tracker` takes it or :func:`main` discar
 
 
 def tracker_options(cfg: DictConfig) -> dict[str, Any]:
-    """Keywords of the job's tracker (:class:`rlplat.tracking.store.Tracker`): a job of a
-    recorded sweep, on the store of its sweep's parent run (which the server answered when the
-    sweep began), waits for a tracking server that does not answer rather than fail, and keeps
-    what is left at its end for the sweep's end to record; any other run refuses it at start."""
+    """Keywords of the job's tracker (:class:`rlplat.tracking.store.Tracker`): how long its end
+    waits for an unreachable server (``tracking.end_wait_s``); a job of a recorded sweep, on
+    the store of its sweep's parent run (which the server answered when the sweep began),
+    also waits for a tracking server that does not answer at its start rather than fail, and
+    its end waits at most 5 s (the sweep's end records what is left); any other run refuses
+    an unreachable server at start."""
     from rlplat.settings import TrackingConfig
     from rlplat.sweep.runs import active_parent
     from rlplat.tracking.pending import SWEEP_JOB_END_FLUSH_S
 
     parent = active_parent()
-    uri = TrackingConfig.from_node(cfg.tracking).uri
-    if parent is None or HydraConfig.get().mode != RunMode.MULTIRUN or parent.uri != uri:
-        return {}
-    return {"wait_for_server": True, "end_flush_s": SWEEP_JOB_END_FLUSH_S}
+    tracking = TrackingConfig.from_node(cfg.tracking)
+    if parent is None or HydraConfig.get().mode != RunMode.MULTIRUN or parent.uri != tracking.uri:
+        return {"end_flush_s": float(tracking.end_wait_s)}
+    return {"wait_for_server": True, "end_flush_s": min(float(tracking.end_wait_s), SWEEP_JOB_END_FLUSH_S)}
 
 
-def start_tracker(cfg: DictConfig, options: dict[str, Any]) -> Any:
+def start_tracker(cfg: DictConfig, options: dict[str, Any] | None = None) -> Any:
     """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node (the one
     :func:`main` started early, when there is one); None when tracking is off, or when this
     process has MLflow loaded already (a sweep's launcher process, after its first job): the
@@ -138,8 +140,8 @@ def start_tracker(cfg: DictConfig, options: dict[str, Any]) -> Any:
             spare.discard()
         return None
     if spare is None:
-        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location, **options)
-    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location, **options)
+        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location, **(options or {}))
+    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location, **(options or {}))
     return spare
 
 
@@ -177,7 +179,8 @@ def task(cfg: DictConfig) -> float:
     The composed config is checked first, before torch is imported
     (:func:`rlplat.hydra_ext.validate.check_config`). Bad input removes the run directory
     Hydra made (:func:`remove_run_dir`); in a single run it is reported as one line with exit
-    status 2, in a sweep the job fails and the sweeper decides about the rest. Ctrl-C before
+    status 2; in a sweep, as any other error of a job, it is one line and a record for the
+    sweep's end (:func:`job_failed`), and the sweep goes on. Ctrl-C before
     a single run's training removes it too (:func:`rlplat.cli.launch.main` reports it).
     """
     restore_full_error()
@@ -258,7 +261,7 @@ def job_failed(error: Exception, hydra_cfg: Any, command: str, output_dir: Path)
     overrides = " ".join(map(unroute, filter_overrides(list(hydra_cfg.overrides.task))))
     failure = JobFailure(int(hydra_cfg.job.num), overrides, reason, command, run_id, str(details) if details else None)
     record_job_failure(Path(sweep_directory(hydra_cfg)), failure)
-    print(f"rlplat-train: error: job {failure.job} ({overrides}) failed: {reason}", file=sys.stderr)
+    print(f"rlplat-train: error: job {failure.job} failed: {reason}", file=sys.stderr)
     if sweeper_reports_failures(hydra_cfg):
         raise error
     return math.nan

@@ -10,13 +10,17 @@ that in MLflow:
 * each job's run is created as its child (:func:`child_tags`: tag ``mlflow.parentRunId`` and
   the job's overrides). Hydra pickles its callbacks along with each job, so the parent's id
   reaches jobs in worker processes and on remote Ray or Slurm workers alike;
-* when every job has returned, it prints the jobs sorted by ``trainer.objective``, logs
-  the same table on the parent run, compares the groups of jobs that differ only in their
-  seed (:mod:`rlplat.report`: IQM with confidence intervals, plots, logged on the parent
-  run and written to ``<sweep dir>/report/``) and ends the parent FINISHED; a sweep that stops with an
-  error (Hydra's basic sweeper runs every job, then raises the first failed job's error)
-  leaves its parent FAILED, one
-  stopped by a signal (Ctrl-C) KILLED, with the signal's tag as its jobs have.
+* when every job has returned, it waits for the tracking server (when one is away), records
+  what jobs kept while it was (:mod:`rlplat.tracking.sync`), prints the jobs sorted by
+  ``trainer.objective`` (failed ones too: a failed job records why in the sweep directory,
+  :func:`rlplat.sweep.runs.record_job_failure`, and returns NaN, so that no launcher or
+  sweeper raises), logs the same table on the parent run, compares the groups of jobs that
+  differ only in their seed (:mod:`rlplat.report`: IQM with confidence intervals, plots,
+  logged on the parent run and written to ``<sweep dir>/report/``), ends the parent
+  FINISHED, then prints one line per failed job and exits 1 when any failed (but under the
+  Optuna sweeper, which goes on past failed trials); a sweep that stops with an error leaves
+  its parent FAILED, one stopped by a signal (Ctrl-C) KILLED, with the signal's tag as its
+  jobs have.
 
 The tag names, :class:`ParentRun` and the active-parent helpers are defined in
 :mod:`rlplat.sweep.runs` (below the sweeper and the table, which use them too) and
@@ -59,6 +63,7 @@ from rlplat.sweep.runs import (
     started_job_tags,
     sweep_directory,
     sweep_stopped_by,
+    sweeper_reports_failures,
     wait_for_the_jobs_on_signals,
 )
 from rlplat.sweep.table import JobRow, failed_job_rows, job_rows, jobs_csv, print_job_table
@@ -205,7 +210,7 @@ def _say_failures(failures: dict[int, JobFailure], rows: list[JobRow]) -> None:
     """One line per failed job, in job order: which job, why, the command that runs it again;
     a job whose run ended FAILED without a record of why (its process died) is named by its run."""
     lines = {
-        job: f"job {job} ({f.overrides}) failed: {f.reason}"
+        job: f"job {job} failed: {f.reason}"
         + (f" (traceback: {f.details})" if f.details else "")
         + f"; run it again: {f.command}"
         for job, f in failures.items()
@@ -213,7 +218,7 @@ def _say_failures(failures: dict[int, JobFailure], rows: list[JobRow]) -> None:
     for row in rows:
         if row.status == "FAILED" and row.job not in lines:
             again = f"; run it again: {row.command}" if row.command else ""
-            lines[row.job] = f"job {row.job} ({row.overrides}) failed: its run {row.run_id} ended FAILED{again}"
+            lines[row.job] = f"job {row.job} failed: its run {row.run_id} ended FAILED{again}"
     for job in sorted(lines):
         print(f"rlplat-train: error: {lines[job]}", file=sys.stderr)
 
@@ -268,7 +273,7 @@ class MlflowSweep(Callback):
         failures = job_failures(sweep_dir)
         if self.parent is None:
             _say_failures(failures, [])
-            if failures:
+            if failures and not sweeper_reports_failures(config.hydra):
                 raise SystemExit(1)
             return
         from mlflow import MlflowClient
@@ -299,7 +304,7 @@ class MlflowSweep(Callback):
         _say_failures(failures, rows)
         for path, why in unrecorded:
             print(f"rlplat-train: error: {path} was not recorded: {why}", file=sys.stderr)
-        if failed or unrecorded:
+        if unrecorded or (failed and not sweeper_reports_failures(config.hydra)):  # a search goes on past failed trials
             raise SystemExit(1)
 
     def _report(self, sweep_dir: Path) -> None:

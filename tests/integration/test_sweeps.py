@@ -7,6 +7,7 @@ MlflowClient: one parent run per sweep, one child run per job.
 from __future__ import annotations
 
 import importlib.util
+import re
 import shlex
 import shutil
 import subprocess
@@ -91,10 +92,15 @@ def test_multirun_records_a_parent_run_and_a_child_per_job_and_prints_them_sorte
     assert len(shown) == 6 and shown == sorted(shown, reverse=True) and shown[0] == pytest.approx(best, abs=0.01)
 
 
-def test_a_failing_job_ends_the_sweep_and_its_parent_run_failed(tmp_path, store):
+@pytest.mark.parametrize("launcher", ["basic", "parallel"])
+def test_a_failed_job_is_one_line_in_the_job_table_with_its_command_and_the_sweep_exits_1(launcher, tmp_path, store):
+    """A bad value in one job: the other job trains, the sweep ends with its table and one line
+    naming the failed job, why, and the command that runs it again; no traceback, on either
+    launcher; the parent run FINISHED with the failure counted."""
     result = cli(
         "rlplat-train",
         "-m",
+        f"hydra/launcher={launcher}",
         "algo=ppo",
         "env=cartpole",
         "trainer.total_frames=256,-5",
@@ -102,10 +108,17 @@ def test_a_failing_job_ends_the_sweep_and_its_parent_run_failed(tmp_path, store)
         *TINY[1:],
         cwd=tmp_path,
     )
-    assert result.returncode != 0
-    assert "trainer.total_frames=-5" in result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "Error executing job" not in result.stderr, result.stderr
+    again = "run it again: rlplat-train algo=ppo env=cartpole trainer.total_frames=-5"
+    [line] = [line for line in result.stderr.splitlines() if again in line]
+    said = "rlplat-train: error: job 1 failed: trainer.total_frames=-5: must be an integer >= 1; "
+    assert line.startswith(said), line
+    assert re.search(r"│\s+1 │ trainer.total_frames=-5\s+│ FAILED\s+│\s+- │\s+0 │ -\s+│", result.stdout), result.stdout
     _, parent, children = sweep_runs(store)
-    assert parent.info.status == "FAILED"
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["sweep/jobs"] == 2 and parent.data.metrics["sweep/jobs_failed"] == 1
+    assert parent.data.metrics["sweep/jobs_waited_for_server"] == 0
     assert [c.info.status for c in children] == ["FINISHED"]  # the bad job never started a run
 
 
@@ -575,4 +588,5 @@ def test_optuna_trials_refused_before_their_run_count_as_failed_jobs(tmp_path, s
     refused = int(parent.data.metrics["optuna/fail"])
     assert refused >= 1 and len(children) == 4 - refused  # the seed draws both choices
     assert parent.data.metrics["sweep/jobs"] == 4 and parent.data.metrics["sweep/jobs_failed"] == refused
-    assert "failed before recording a run" in result.stdout
+    assert result.stderr.count("rlplat-train: error: job ") == 2 * refused  # when it failed, and at the end
+    assert "Traceback" not in result.stderr

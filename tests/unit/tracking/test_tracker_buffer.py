@@ -18,9 +18,13 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException, RestException
 
 from rlplat.registry import ConfigError
+from rlplat.tags import RUN_DIR_TAG, WAITED_TAG
 from rlplat.tracking import TrackerCallback
 from rlplat.tracking import store as tracking
+from rlplat.tracking.pending import PENDING_FILE, load_pending
+from rlplat.tracking.records import read_run_file
 from rlplat.tracking.store import Backoff, Tracker, http_limits, unreachable
+from rlplat.tracking.sync import record_kept, wait_for_server
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,10 @@ class FlakyClient:
             self.requests += 1
             if self.down:
                 try:
-                    raise requests.ConnectionError("[Errno 111] Connection refused")
+                    try:
+                        raise ConnectionRefusedError(111, "Connection refused")
+                    except ConnectionRefusedError as refused:
+                        raise requests.ConnectionError("[Errno 111] Connection refused") from refused
                 except requests.ConnectionError as error:
                     raise MlflowException("API request to http://127.0.0.1:1/api failed") from error
             return method(*args, **kwargs)
@@ -141,7 +148,7 @@ def test_artifacts_and_tags_that_failed_are_written_at_the_end(flaky, store, tmp
     tracker.log_artifact(checkpoint, "checkpoints")
     tracker.set_tags({"rlplat.pruned": "true"})
     assert lines == ["warning: tracking server unreachable; 1 artifact buffered, retrying"]
-    assert tracker.outbox.describe() == "1 tag and 1 artifact"
+    assert tracker.outbox.describe() == "2 tags and 1 artifact"  # the pruned tag and rlplat.waited_for_server
     client.down = False
     tracker.end("KILLED")
     reader = MlflowClient(tracking_uri=store)
@@ -150,15 +157,16 @@ def test_artifacts_and_tags_that_failed_are_written_at_the_end(flaky, store, tmp
     assert [a.path for a in reader.list_artifacts(tracker.run_id, "checkpoints")] == ["checkpoints/final.pt"]
 
 
-def test_end_gives_up_after_its_time_and_says_what_was_lost(flaky, store, monkeypatch, tmp_path):
-    monkeypatch.setattr(tracking, "END_FLUSH_S", 0.3)
+def test_end_gives_up_after_its_time_and_says_what_was_lost_without_a_run_directory(flaky, store, tmp_path):
     tracker, client, _, lines = flaky
-    tracker.backoff = Backoff(first_s=0.05)
+    tracker.backoff, tracker.end_flush_s = Backoff(first_s=0.05), 0.3
     client.down = True
     tracker.log_metrics({"time/fps": 1.0, "loss/pg": 0.5}, step=256)
+    assert not tracker.run_dir.exists()  # nowhere to keep them
     tracker.end("FINISHED")  # does not raise
     assert lines[-1] == (
-        "warning: tracking server unreachable for 0.3 s at the end of the run: 2 metric values could not be recorded; "
+        "warning: tracking server unreachable for 0.3 s at the end of the run: 2 metric values and 1 tag could not be "
+        "recorded; "
         f"the run could not be marked FINISHED (it shows RUNNING); run {tracker.run_id} in {store}; "
         f"the run's directory: {tmp_path / 'run'}"
     )
@@ -263,3 +271,111 @@ def test_a_server_that_stops_answering_holds_a_log_step_for_the_write_timeout_at
     start = time.monotonic()
     tracker.log_metrics({"time/fps": 2.0}, step=512)  # the retry is not due: no wait at all
     assert time.monotonic() - start < 0.1 and len(tracker.outbox.metrics) == 2
+
+
+def test_a_run_ended_while_down_is_kept_in_its_directory_and_recorded_later_at_its_steps_and_times(
+    flaky, store, tmp_path, monkeypatch
+):
+    tracker, client, _, lines = flaky
+    tracker.run_dir.mkdir()
+    checkpoint = tracker.run_dir / "final.pt"
+    checkpoint.write_bytes(b"weights")
+    tracker.backoff, tracker.end_flush_s = Backoff(first_s=0.05), 0.2
+    client.down = True
+    for second, step in ((100, 256), (200, 512)):
+        monkeypatch.setattr(tracking.time, "time", lambda second=second: float(second))
+        tracker.log_metrics({"time/fps": float(step)}, step=step)
+    tracker.log_artifact(checkpoint, "checkpoints")
+    assert tracker.end("FINISHED", end_time_ms=300_000) is False
+    kept = tracker.run_dir / PENDING_FILE
+    assert lines[-1] == (
+        f"warning: tracking server unreachable at the end of the run: 2 metric values, 1 tag and 1 artifact, the end "
+        f"of run {tracker.run_id} kept in {kept}; record them with: rlplat-sync {tracker.run_dir}"
+    )
+    said: list[str] = []
+    assert record_kept(kept, said.append) == tracker.run_id  # the server answers again
+    assert not kept.exists()
+    run = MlflowClient(tracking_uri=store).get_run(tracker.run_id)
+    assert run.info.status == "FINISHED" and run.info.end_time == 300_000
+    assert run.data.tags[WAITED_TAG] == "true"
+    assert [(s, t) for s, t, _ in history(store, tracker.run_id, "time/fps")] == [(256, 100_000), (512, 200_000)]
+    assert [a.path for a in MlflowClient(tracking_uri=store).list_artifacts(tracker.run_id, "checkpoints")] == [
+        "checkpoints/final.pt"
+    ]
+
+
+def test_a_sweep_jobs_run_begun_while_down_is_created_when_the_server_answers(store, tmp_path):
+    run_dir = tmp_path / "job"
+    run_dir.mkdir()
+    lines: list[str] = []
+    tracker = Tracker(store, "deferred", None, say=lines.append, wait_for_server=True)
+    client, clock = FlakyClient(tracker.client), FakeClock()
+    tracker.client, tracker.backoff = client, Backoff(clock=clock)
+    client.down = True
+    tags = {"algo": "ppo", RUN_DIR_TAG: str(run_dir)}
+    assert tracker.begin("job-0", {"seed": "0"}, tags, start_time=50.0) is None
+    assert tracker.started() is None and lines[0].startswith(
+        f"warning: tracking server unreachable at {store} (connection refused); training goes on, and the run is "
+        "created when it answers"
+    )
+    tracker.log_metrics({"time/fps": 1.0}, step=256, timestamp_ms=60_000)
+    assert read_run_file(run_dir) == {} and len(lines) == 1
+    client.down, clock.now = False, 5.0
+    tracker.log_metrics({"time/fps": 2.0}, step=512, timestamp_ms=70_000)
+    assert tracker.run_id is not None and tracker.started() == tracker.run_id
+    assert (
+        lines[1] == f"tracking server reachable again; run {tracker.run_id} created, 2 buffered metric values written"
+    )
+    assert read_run_file(run_dir)["run_id"] == tracker.run_id
+    assert tracker.end("FINISHED")
+    run = MlflowClient(tracking_uri=store).get_run(tracker.run_id)
+    assert run.info.start_time == 50_000 and run.info.run_name == "job-0" and run.info.status == "FINISHED"
+    assert run.data.params == {"seed": "0"} and run.data.tags[WAITED_TAG] == "true" and run.data.tags["algo"] == "ppo"
+    assert [(s, t) for s, t, _ in history(store, tracker.run_id, "time/fps")] == [(256, 60_000), (512, 70_000)]
+
+
+def test_a_run_never_created_is_kept_with_its_creation_and_created_once(store, tmp_path):
+    run_dir = tmp_path / "job"
+    run_dir.mkdir()
+    lines: list[str] = []
+    tracker = Tracker(store, "never", None, say=lines.append, wait_for_server=True, end_flush_s=0.1)
+    client = FlakyClient(tracker.client)
+    tracker.client, tracker.backoff, client.down = client, Backoff(first_s=0.05), True
+    tracker.begin("job-1", {"seed": "1"}, {RUN_DIR_TAG: str(run_dir)}, start_time=10.0)
+    tracker.log_metrics({"time/fps": 1.0}, step=256, timestamp_ms=11_000)
+    assert tracker.end("KILLED", end_time_ms=12_000) is False
+    assert lines[-1].endswith(
+        f"1 metric value, 1 param and 1 tag, the run's creation and end kept in {run_dir / PENDING_FILE}; the sweep "
+        f"records them at its end, or rlplat-sync {run_dir}"
+    )
+    kept = load_pending(run_dir / PENDING_FILE)
+    assert kept.run_id is None and kept.create is not None and kept.create.start_time == 10_000
+    # the server answers the creation, then goes away again: the run is not created twice
+    original = Tracker.end
+
+    def end_while_down(self: Tracker, status: str, end_time_ms: int | None = None) -> bool:
+        self.client, self.end_flush_s, self.backoff = FlakyClient(self.client), 0.1, Backoff(first_s=0.05)
+        self.client.down = True
+        return original(self, status, end_time_ms)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Tracker, "end", end_while_down)
+        with pytest.raises(ConfigError, match="it is kept"):
+            record_kept(run_dir / PENDING_FILE, lines.append)
+    created = read_run_file(run_dir)["run_id"]
+    assert load_pending(run_dir / PENDING_FILE).run_id == created
+    assert record_kept(run_dir / PENDING_FILE, lines.append) == created
+    reader = MlflowClient(tracking_uri=store)
+    [run] = reader.search_runs([reader.get_experiment_by_name("never").experiment_id])
+    assert run.info.run_id == created and run.info.status == "KILLED" and run.info.end_time == 12_000
+    assert run.data.params == {"seed": "1"} and history(store, created, "time/fps") == [(256, 11_000, 1.0)]
+
+
+def test_a_sweep_end_waits_for_the_server_until_it_answers_or_gives_up(store):
+    said: list[str] = []
+    assert wait_for_server(store, 0.0, said.append) is None and said == []  # not a server: answers at once
+    nothing = "http://127.0.0.1:9"  # the discard port: refused
+    clock = FakeClock()
+    assert wait_for_server(nothing, 0.5, said.append, clock=clock) == "connection refused"
+    assert said == ["connection refused"]
+    assert wait_for_server(nothing, 60, said.append, give_up=lambda: True) == "connection refused"
