@@ -196,13 +196,12 @@ def _new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:
 
 
 def resume_sweep(sweep_dir: Path) -> int:
-    """Resume a sweep: first, what its jobs kept while the tracking server was away is
-    recorded (:func:`rlplat.tracking.sync.record_kept_runs`); then each job with a checkpoint
-    and an unfinished run resumes (jobs whose run FINISHED are skipped); under Hydra's basic
-    sweeper, the jobs that never reached a checkpoint
-    (or never started: the sweep stopped before them) are started, each as its sweep's child
-    run; then, as at a sweep's end, the job table, ``jobs.csv`` and the report, and the parent
-    run ends FINISHED. Returns 0, or 1 when a job failed again.
+    """Resume a sweep: what its jobs kept while the tracking server was away is recorded;
+    each job with a checkpoint and an unfinished run resumes (one whose run FINISHED is
+    skipped); under Hydra's basic sweeper, the jobs that never reached a checkpoint (or never
+    started) are started, each as its sweep's child run; then, as at a sweep's end, the job
+    table, ``jobs.csv``, the report, and the parent ends FINISHED. Returns 0, or 1 when a job
+    failed again.
 
     Raises:
         SystemExit: 130 or 143 when a signal stops a job (its run ends KILLED, the command to
@@ -210,14 +209,7 @@ def resume_sweep(sweep_dir: Path) -> int:
     """
     from omegaconf import OmegaConf
 
-    from rlplat.tracking.sync import record_kept_runs
-
-    sweep_dir = sweep_dir.resolve()
-    config = OmegaConf.load(sweep_dir / SWEEP_FILE)
-    for path, why in record_kept_runs(
-        sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr)
-    ).failed:
-        _warn(f"{path} was not recorded ({why})")  # what jobs kept while the tracking server was away
+    config = OmegaConf.load((sweep_dir := _record_kept_runs(sweep_dir.resolve())) / SWEEP_FILE)
     planned, unplanned = basic_sweep_jobs(config)  # None, and why: the jobs cannot be listed ahead
     existing = sorted(int(p.name) for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
     numbers = sorted({*existing, *range(len(planned))}) if planned is not None else existing
@@ -262,6 +254,17 @@ def resume_sweep(sweep_dir: Path) -> int:
     for parent_id, (uri, parent_run) in parents.items():
         end_sweep(config, sweep_dir, ParentRun(uri, parent_run.info.experiment_id, parent_id))
     return 1 if failed else 0
+
+
+def _record_kept_runs(sweep_dir: Path) -> Path:
+    """Record what the sweep's jobs kept while the tracking server was away; a warning for
+    each one left (:func:`rlplat.tracking.sync.record_kept_runs`). Returns ``sweep_dir``."""
+    from rlplat.tracking.sync import record_kept_runs
+
+    kept = record_kept_runs(sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr))
+    for path, why in kept.failed:
+        _warn(f"{path} was not recorded ({why})")
+    return sweep_dir
 
 
 def recorded_run(record: dict[str, str], parents: dict[str, tuple[str, Any]]) -> Any:

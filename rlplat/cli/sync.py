@@ -68,9 +68,7 @@ def parse(argv: Sequence[str] | None) -> tuple[list[Path], float]:
             raise ConfigError(f"{word!r}: no such run or sweep directory")
         paths.append(Path(word).resolve())
     if not paths:
-        raise ConfigError(
-            "give a run directory or a sweep directory, e.g. rlplat-sync outputs/multirun/2026-11-28/12-00-00"
-        )
+        raise ConfigError("give a run or sweep directory, e.g. rlplat-sync outputs/multirun/2026-11-28/12-00-00")
     return paths, wait
 
 
@@ -87,7 +85,8 @@ def sync(paths: list[Path], wait_s: float) -> int:
     for uri in sorted({load_pending(path).uri for path in files}):
 
         def waiting(why: str, uri: str = uri) -> None:
-            say(f"waiting up to {wait_s:g} s for the tracking server at {uri} ({why})")
+            if wait_s > 0:
+                say(f"waiting up to {wait_s:g} s for the tracking server at {uri} ({why})")
 
         problem = wait_for_server(uri, wait_s, waiting)
         if problem is not None:
