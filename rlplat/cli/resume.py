@@ -261,7 +261,7 @@ def _record_kept_runs(sweep_dir: Path) -> Path:
     each one left (:func:`rlplat.tracking.sync.record_kept_runs`). Returns ``sweep_dir``."""
     from rlplat.tracking.sync import record_kept_runs
 
-    kept = record_kept_runs(sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr))
+    kept = record_kept_runs(sweep_dir)
     for path, why in kept.failed:
         _warn(f"{path} was not recorded ({why})")
     return sweep_dir

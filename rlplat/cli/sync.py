@@ -76,7 +76,7 @@ def sync(paths: list[Path], wait_s: float) -> int:
     """Record every kept run under ``paths``; returns the exit status (0, or 1 when some are
     still kept)."""
     from rlplat.tracking.pending import load_pending, pending_files
-    from rlplat.tracking.sync import record_kept_runs, wait_for_server
+    from rlplat.tracking.sync import record_kept, wait_for_server
 
     files = [path for root in paths for path in pending_files(root)]
     if not files:
@@ -94,13 +94,12 @@ def sync(paths: list[Path], wait_s: float) -> int:
                 "once it answers (wait=SECONDS waits for it)")  # fmt: skip
             return 1
     left = 0
-    for root in paths:
-        synced = record_kept_runs(root, say)
-        for run_id in synced.recorded:
-            print(f"{PROG}: recorded run {run_id}")
-        for path, why in synced.failed:
-            say(f"error: {path} was not recorded: {why}")
-        left += len(synced.failed)
+    for path in files:
+        try:
+            print(f"{PROG}: recorded run {record_kept(path, say)}")
+        except ConfigError as error:
+            say(f"error: {path} was not recorded: {error}")
+            left += 1
     return 1 if left else 0
 
 

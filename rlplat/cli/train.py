@@ -22,7 +22,6 @@ from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import filter_overrides
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
@@ -43,6 +42,7 @@ from rlplat.sweep.runs import (
     sweep_directory,
     sweep_stopped_by,
     sweeper_reports_failures,
+    typed_overrides,
     wait_for_the_jobs_on_signals,
 )
 from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
@@ -152,8 +152,7 @@ def _tags(cfg: DictConfig, uri: str, algo: str, env: str, command: str, reporter
     from rlplat.tracking.records import run_tags
 
     tags = run_tags(algo, env, int(cfg.seed), __version__, command, Path(hydra.utils.get_original_cwd()))
-    overrides = filter_overrides(list(HydraConfig.get().overrides.task))
-    tags[OVERRIDES_TAG] = " ".join(map(unroute, overrides))  # what rlplat-compare groups runs by
+    tags[OVERRIDES_TAG] = typed_overrides(HydraConfig.get())  # what rlplat-compare groups runs by
     parent = active_parent()
     if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN:
         if parent.uri != uri:
@@ -251,15 +250,15 @@ def job_failed(error: Exception, hydra_cfg: Any, command: str, output_dir: Path)
     from rlplat.sweep.runs import JobFailure, record_job_failure
     from rlplat.tracking.records import read_run_file
 
-    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    text = one_line(error)
     reason = text if isinstance(error, (ConfigError, PluginError)) else f"{type(error).__name__}: {text}"
     details = None
     if not isinstance(error, (ConfigError, PluginError)) and output_dir.is_dir():
         details = output_dir / ERROR_FILE
         details.write_text("".join(traceback.format_exception(error)))
     run_id = read_run_file(output_dir).get("run_id") if output_dir.is_dir() else None
-    overrides = " ".join(map(unroute, filter_overrides(list(hydra_cfg.overrides.task))))
-    failure = JobFailure(int(hydra_cfg.job.num), overrides, reason, command, run_id, str(details) if details else None)
+    details_path = str(details) if details else None
+    failure = JobFailure(int(hydra_cfg.job.num), typed_overrides(hydra_cfg), reason, command, run_id, details_path)
     record_job_failure(Path(sweep_directory(hydra_cfg)), failure)
     print(f"rlplat-train: error: job {failure.job} failed: {reason}", file=sys.stderr)
     if sweeper_reports_failures(hydra_cfg):
@@ -305,10 +304,14 @@ def remove_run_dir(output_dir: Path, multirun: bool, before: set[str], hydra_fil
             break
 
 
+def one_line(error: Exception) -> str:
+    """``error``'s message as one line: its lines stripped and joined by spaces."""
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+
+
 def fail(error: Exception) -> NoReturn:
     """Report bad input as one line on stderr and exit with status 2."""
-    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())  # one line, always
-    print(f"rlplat-train: error: {text}", file=sys.stderr)
+    print(f"rlplat-train: error: {one_line(error)}", file=sys.stderr)
     sys.exit(2)
 
 

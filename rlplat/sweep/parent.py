@@ -199,7 +199,7 @@ def _record_the_jobs(uri: str, sweep_dir: Path) -> list[tuple[Path, str]]:
               f"({problem}): the sweep's jobs are kept in their directories; record them with: "
               f"rlplat-sync {shlex.quote(str(sweep_dir))}", file=sys.stderr)  # fmt: skip
         raise SystemExit(1)
-    synced = record_kept_runs(sweep_dir, say=lambda line: print(f"rlplat-train: {line}", file=sys.stderr))
+    synced = record_kept_runs(sweep_dir)
     if synced.recorded:
         runs = "1 run" if len(synced.recorded) == 1 else f"{len(synced.recorded)} runs"
         print(f"rlplat-train: recorded {runs} that jobs kept while the tracking server was away", file=sys.stderr)

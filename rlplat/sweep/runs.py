@@ -42,6 +42,7 @@ __all__ = [
     "record_job_failure",
     "job_failures",
     "sweeper_reports_failures",
+    "typed_overrides",
     "sweep_stopped_by",
     "runs_in_local_workers",
     "runs_in_this_process",
@@ -240,6 +241,12 @@ def sweep_directory(hydra_cfg: Any) -> str:
     return str(Path(str(hydra_cfg.runtime.cwd), str(hydra_cfg.sweep.dir)))
 
 
+def typed_overrides(hydra_cfg: Any) -> str:
+    """A job's overrides as the user typed them, space-separated: Hydra's own ``hydra.*``
+    ones left out, rlplat's ``++`` routing undone (what :data:`OVERRIDES_TAG` holds)."""
+    return " ".join(map(unroute, filter_overrides(list(hydra_cfg.overrides.task))))
+
+
 def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
     """Tags that make a job's run the child of ``parent``.
 
@@ -251,12 +258,11 @@ def child_tags(parent: ParentRun, hydra_cfg: HydraConf) -> dict[str, str]:
         Parent id, sweep directory, job number, and the job's overrides as typed
         (without rlplat's ``++`` routing).
     """
-    overrides = filter_overrides(list(hydra_cfg.overrides.task))
     return {
         PARENT_TAG: parent.run_id,
         SWEEP_TAG: sweep_directory(hydra_cfg),
         JOB_TAG: str(hydra_cfg.job.num),
-        OVERRIDES_TAG: " ".join(map(unroute, overrides)),
+        OVERRIDES_TAG: typed_overrides(hydra_cfg),
     }
 
 

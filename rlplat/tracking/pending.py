@@ -119,5 +119,4 @@ def load_pending(path: Path) -> KeptRun:
 def pending_files(root: Path) -> list[Path]:
     """The :data:`PENDING_FILE` of ``root`` (a run directory) and of the directories under it
     (a sweep's jobs, a folder of runs), sorted."""
-    root = Path(root)
-    return sorted({*root.glob(PENDING_FILE), *root.rglob(PENDING_FILE)})
+    return sorted(Path(root).rglob(PENDING_FILE))

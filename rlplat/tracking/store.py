@@ -238,6 +238,26 @@ class Outbox:
         if (path, artifact_path) not in self.artifacts:
             self.artifacts.append((path, artifact_path))
 
+    def kept(self) -> dict[str, Any]:
+        """What is waiting, as the fields of a :class:`rlplat.tracking.pending.KeptRun` (plain
+        values: it is written as JSON); :meth:`from_kept` reads them back."""
+        return {
+            "params": {param.key: param.value for param in self.params},
+            "tags": dict(self.tags),
+            "metrics": [(m.key, m.value, m.timestamp, m.step) for m in self.metrics],
+            "artifacts": [(str(path), artifact_path) for path, artifact_path in self.artifacts],
+        }
+
+    @classmethod
+    def from_kept(cls, kept: KeptRun) -> Outbox:
+        """The outbox of a kept run, oldest write first, as :meth:`kept` wrote it."""
+        return cls(
+            params=[Param(key, value) for key, value in kept.params.items()],
+            tags=dict(kept.tags),
+            metrics=[Metric(key, value, timestamp, step) for key, value, timestamp, step in kept.metrics],
+            artifacts=[(Path(path), artifact_path) for path, artifact_path in kept.artifacts],
+        )
+
     def __len__(self) -> int:
         return len(self.params) + len(self.tags) + len(self.metrics) + len(self.artifacts)
 
@@ -455,9 +475,7 @@ class Tracker:
         if self.run_dir is None and RUN_DIR_TAG in tags:
             self.run_dir = Path(tags[RUN_DIR_TAG])
         self.outbox.params += [Param(key, value) for key, value in params.items()]
-        self.outbox.tags[WAITED_TAG] = "true"
-        self._buffering_since = self.outbox.written
-        self.backoff.failed()
+        self._server_away()
         self._say(
             f"warning: tracking server unreachable at {self.uri} ({reason}); training goes on, and the "
             "run is created when it answers"
@@ -603,17 +621,26 @@ class Tracker:
         except Exception as error:
             if not unreachable(error):
                 raise
-            self.backoff.failed()
-            if self._buffering_since is None:
-                self._buffering_since = self.outbox.written
-                self._say(f"warning: tracking server unreachable; {self.outbox.describe()} buffered, retrying")
-                self.outbox.tags[WAITED_TAG] = "true"  # sent with the rest
+            buffered = self.outbox.describe()
+            if self._server_away():
+                self._say(f"warning: tracking server unreachable; {buffered} buffered, retrying")
             return False
         self.backoff.succeeded()
         if self._buffering_since is not None:
             written = self.outbox.written - self._buffering_since
             self._buffering_since = None
             self._say(f"tracking server reachable again; {created}{_count(written, 'buffered metric value')} written")
+        return True
+
+    def _server_away(self) -> bool:
+        """An attempt failed because the server cannot be reached: the next is due after the
+        backoff. Returns whether this begins a wait (the first failure since writes last went
+        through): the run is then tagged :data:`WAITED_TAG`, sent with the rest."""
+        self.backoff.failed()
+        if self._buffering_since is not None:
+            return False
+        self._buffering_since = self.outbox.written
+        self.outbox.tags[WAITED_TAG] = "true"
         return True
 
     def end(self, status: str, end_time_ms: int | None = None) -> bool:
@@ -639,28 +666,28 @@ class Tracker:
         deadline = time.monotonic() + self.end_flush_s
         problem = self._flush_until(deadline)
         ended = self.pending is None and self._terminate(status, end_time_ms, deadline)
-        if ended and problem is None and self.run_dir is not None:
-            with contextlib.suppress(OSError):  # kept by an earlier process, recorded now
-                (self.run_dir / PENDING_FILE).unlink(missing_ok=True)
-        elif not (ended and problem is None) and not self._rejected and self._keep(status, end_time_ms):
+        recorded = ended and problem is None
+        if not recorded and not self._rejected and self._keep(status, end_time_ms):
             return False
-        if problem is not None or not ended or self.outbox.dropped:
+        if not recorded or self.outbox.dropped:
             self._report_loss(status, problem or "tracking server unreachable", ended)
-        return ended and problem is None
+        return recorded
 
     def _keep(self, status: str, end_time_ms: int) -> bool:
         """Keep what could not be written, the run's end and (when it waited) its creation in
         the run directory's :data:`PENDING_FILE`; one line says so. Returns whether it was kept."""
         if self.run_dir is None or not self.run_dir.is_dir():
             return False
-        outbox = self.outbox
         kept = KeptRun(
-            self.uri, self.experiment, self.artifact_location, self.run_id, self.pending, status, end_time_ms,
-            params={p.key: p.value for p in outbox.params},
-            tags=dict(outbox.tags),
-            metrics=[(m.key, m.value, m.timestamp, m.step) for m in outbox.metrics],
-            artifacts=[(str(path), artifact_path) for path, artifact_path in outbox.artifacts],
-        )  # fmt: skip
+            self.uri,
+            self.experiment,
+            self.artifact_location,
+            self.run_id,
+            self.pending,
+            status,
+            end_time_ms,
+            **self.outbox.kept(),
+        )
         try:
             path = save_pending(self.run_dir, kept)
         except OSError as error:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
 from mlflow.exceptions import MlflowException
 
 from rlplat.registry import ConfigError
@@ -20,12 +19,13 @@ from rlplat.tracking.store import PROBE_TIMEOUT_S, Backoff, Outbox, Tracker, htt
 KEPT_END_FLUSH_S = 10.0  # seconds recording one kept run may wait for a server that stops answering
 
 
-def record_kept(path: Path, say: Callable[[str], None]) -> str:
+def record_kept(path: Path, say: Callable[[str], None] | None = None) -> str:
     """Record one :data:`~rlplat.tracking.pending.PENDING_FILE`: create its run when it never
     was (with its start time and tags; the run directory's :data:`RUN_FILE` is written), write
     its params, tags, metric values (at their steps and times) and artifacts, and end it with
     its status and end time. The file is removed once everything is recorded; a server that
     stops answering meanwhile leaves it (the run, once created, is not created twice).
+    ``say`` shows a line (default: the tracker's, on stderr).
 
     Returns:
         The run's id.
@@ -46,14 +46,10 @@ def record_kept(path: Path, say: Callable[[str], None]) -> str:
         save_pending(run_dir, kept)  # a second try must not create it again
     else:
         tracker.attach(kept.run_id)
-    tracker.outbox = Outbox(
-        params=[Param(key, value) for key, value in kept.params.items()],
-        tags=dict(kept.tags),
-        metrics=[Metric(key, value, timestamp, step) for key, value, timestamp, step in kept.metrics],
-        artifacts=[(Path(where), artifact_path) for where, artifact_path in kept.artifacts],
-    )
+    tracker.outbox = Outbox.from_kept(kept)
     if not tracker.end(kept.status, end_time_ms=kept.end_time):
         raise ConfigError(f"{path}: not all of it was recorded in {kept.uri} (see above); it is kept")
+    Path(path).unlink(missing_ok=True)
     return kept.run_id
 
 
@@ -70,7 +66,7 @@ class Synced:
     failed: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def record_kept_runs(root: Path, say: Callable[[str], None]) -> Synced:
+def record_kept_runs(root: Path, say: Callable[[str], None] | None = None) -> Synced:
     """Record every kept run under ``root`` (a run or sweep directory, or a folder of them),
     oldest file first (:func:`record_kept`)."""
     synced = Synced()
