@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # what training needs; then the extras the tests, linters and sweeps on Slurm or Ray need
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-DEV_EXTRAS := test,lint,video,slurm,ray,tensorboard,envpool,atari,postgres
+DEV_EXTRAS := test,lint,docs,video,slurm,ray,tensorboard,envpool,atari,postgres
 # the peers of make bench-peers, in a virtualenv of their own, pinned
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1
@@ -18,7 +18,7 @@ TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 # installable here), each in a virtualenv of its own (.venv-compat-<version>)
 COMPAT_TORCH ?= 2.11.0 2.14.1
 
-.PHONY: install install-dev train test test-all test-compat lint ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
+.PHONY: install install-dev train test test-all test-compat lint docs docs-serve ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,15 @@ lint: $(DEV_STAMP)  ## ruff (lint and format), mypy on rlplat/, import-layer con
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# the site: Markdown pages in docs/, the reference generated from the code (docs/_ext/rlplat_docs.py);
+# -W --keep-going -n: every warning, broken link or reference to a missing object fails the build
+DOCS_OUT ?= docs/_build/html
+docs: $(DEV_STAMP)  ## build the documentation site strictly into docs/_build/html
+	$(BIN)/sphinx-build -W --keep-going -n -q -j auto -b html docs $(DOCS_OUT)
+
+docs-serve: $(DEV_STAMP)  ## preview the site at http://127.0.0.1:8000, rebuilt on every change
+	$(BIN)/sphinx-autobuild -n -b html --port 8000 --ignore "*/reference/*" --watch rlplat --watch conf docs $(DOCS_OUT)
+
 test-all: $(DEV_STAMP)  ## every test, slow learning checks included
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
@@ -79,20 +88,20 @@ bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seco
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/bad_input.py
 
-bench-learning: $(STAMP)  ## rerun the README results table (5 seeds per pair) and its plots in benchmarks/report/
+bench-learning: $(STAMP)  ## rerun the results table (README, docs/benchmarks/results.md: 5 seeds per pair) and its plots
 	$(BIN)/python benchmarks/learning.py --plots benchmarks/report --json benchmarks/results.json
 
 bench-sweeps: $(DEV_STAMP)  ## start-up cost per run, and a 4-job sweep serial vs on the parallel launcher
 	$(BIN)/python benchmarks/sweeps.py
 
-bench-peers: $(VENV)/.installed-envpool $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, README
+bench-peers: $(VENV)/.installed-envpool $(PEERS_VENV)/.installed  ## rlplat vs Stable-Baselines3 + RL-Zoo, TorchRL, CleanRL-style: writes benchmarks/peers.json, docs/benchmarks/speed.md, README
 	$(BIN)/python benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python
 
-bench-peers-cuda: $(DEV_STAMP) $(PEERS_VENV)/.installed  ## the GPU rows (a CUDA build of torch: TORCH=...): writes benchmarks/peers_cuda.json, README
+bench-peers-cuda: $(DEV_STAMP) $(PEERS_VENV)/.installed  ## the GPU rows (a CUDA build of torch: TORCH=...): writes benchmarks/peers_cuda.json, docs/benchmarks/speed.md
 	$(PEERS_VENV)/bin/pip install --quiet ale-py opencv-python-headless
 	$(BIN)/python benchmarks/peers_cuda.py --peers-python $(PEERS_VENV)/bin/python
 
-docs-images: $(DEV_STAMP)  ## the README's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)
+docs-images: $(DEV_STAMP)  ## the comparing guide's screenshot of a sweep's parent run in the MLflow UI (needs Chromium)
 	RLPLAT_SCREENSHOT=$(CURDIR)/docs/images/mlflow_parent_run.png $(BIN)/pytest -q -rs tests/integration/test_mlflow_ui.py
 
 clean:  ## remove the virtualenv and build leftovers (outputs/ is kept)

@@ -1,9 +1,9 @@
 """Bad-input benchmark: seconds from the command to its one-line error, per bad input.
 
-    python benchmarks/bad_input.py              # every input of the README's table, 3 runs each
+    python benchmarks/bad_input.py              # every input of the bad-input table, 3 runs each
     python benchmarks/bad_input.py --repeats 5
 
-The inputs are the rows of the README's bad-input table (the ones
+The inputs are the rows of the bad-input table of docs/guides/configuration.md (the ones
 tests/integration/test_bad_input.py runs), including the few the build checks after torch is
 imported (marked "after torch"). Each is run --repeats times as a subprocess,
 ``rlplat-train <input>``, in a temp directory where ``notes.txt`` is a file, recording to a
@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-README = Path(__file__).resolve().parents[1] / "README.md"
+TABLE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "configuration.md"
 TABLE_START, TABLE_END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
 BUDGET_S = 2.0
 
 
 def bad_inputs() -> list[tuple[str, str]]:
-    """The README's bad-input table: (command without ``rlplat-train``, where it is checked)."""
-    text = README.read_text()
+    """The bad-input table of docs/guides/configuration.md: (command without ``rlplat-train``, where it is checked)."""
+    text = TABLE_PAGE.read_text()
     table = text[text.index(TABLE_START) + len(TABLE_START) : text.index(TABLE_END)]
     rows = []
     for line in table.splitlines():

@@ -13,7 +13,8 @@ seeds do (by default 4 of 5, all of fewer). The statistics are rlplat-compare's
 (:mod:`rlplat.report`), and so are the plots it writes per env into --plots: learning
 curves over frames and wall time, final-score intervals, performance profiles. The table
 goes to --out (Markdown) and the numbers to --json; a full default run also copies the
-table into README.md between its results markers.
+table into README.md and docs/benchmarks/results.md between their results markers, and
+the CartPole curves over frames into docs/images/ for that page.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "learning-benchmark"
 README_START = "<!-- results: benchmarks/results.md -->"
 README_END = "<!-- end results -->"
+RESULTS_PAGES = (ROOT / "README.md", ROOT / "docs" / "benchmarks" / "results.md")
+"""The pages that show the full results table between the markers above."""
 
 
 @dataclass(frozen=True)
@@ -160,12 +163,12 @@ def markdown(pairs: list[Pair]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def copy_into_readme(table: str, readme: Path) -> None:
-    """Replace the table between the results markers of the README with ``table``."""
-    text = readme.read_text()
+def copy_into(table: str, page: Path) -> None:
+    """Replace the table between the results markers of ``page`` with ``table``."""
+    text = page.read_text()
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
+    page.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
 
 
 def main() -> int:
@@ -198,11 +201,15 @@ def main() -> int:
     print(table)
     full = args.only is None and args.out == parser.get_default("out")
     if full:
-        copy_into_readme(table, ROOT / "README.md")  # the full default table is the README's
+        for page in RESULTS_PAGES:  # the full default table is the README's and the results page's
+            copy_into(table, page)
     if args.plots is not None:
         for env in dict.fromkeys(t.env for t in targets):
             ids = [r.run_id for r in runs if r.env == env]
             report_runs(args.uri, ids, metric="eval/return_mean", out=args.plots / env, group_by=["algo"])
+        curves = args.plots / "cartpole" / "learning_curves_frames.png"
+        if full and curves.is_file():  # the results page shows them
+            shutil.copyfile(curves, ROOT / "docs" / "images" / "learning_curves_cartpole.png")
     if args.json:
         results = {"pairs": [asdict(p) for p in pairs], "runs": [asdict(r) for r in runs]}
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -1,7 +1,7 @@
 """Side-by-side speed benchmark: rlplat against Stable-Baselines3 (with RL-Zoo's tuned
 hyperparameters), TorchRL and a CleanRL-style script, on this machine.
 
-    make bench-peers                                    # every row; writes benchmarks/peers.json and README
+    make bench-peers                                    # every row: peers.json, the speed page, the README
     python benchmarks/peers.py --rows ppo collection --repeats 2 --peers-python .venv-peers/bin/python
     python benchmarks/peers.py --rows target --merge     # rerun one row, keep the others of peers.json
 
@@ -61,8 +61,15 @@ PEERS = ROOT / "benchmarks" / "peers"
 sys.path.insert(0, str(PEERS))
 from settings import EVAL_EPISODES, EVAL_EVERY_FRAMES, PPO_OVERHEAD, SAC_OVERHEAD, TARGETS  # noqa: E402
 
-README_START = "<!-- peers: benchmarks/peers.json -->"
-README_END = "<!-- end peers -->"
+SPEED_PAGE = ROOT / "docs" / "benchmarks" / "speed.md"
+SECTION_START = "<!-- peers: benchmarks/peers.json -->"
+SECTION_END = "<!-- end peers -->"
+"""The markers of the section of docs/benchmarks/speed.md that :func:`render` writes."""
+ENV_NAMES = {"pendulum": "Pendulum", "cartpole": "CartPole"}
+"""How the README's headline names the envs of the time-to-threshold rows."""
+HEADLINE_START = "<!-- peers-headline: benchmarks/peers.json -->"
+HEADLINE_END = "<!-- end peers-headline -->"
+"""The markers of the README's lines that :func:`headline` writes."""
 SMALL_RUN = ["algo=ppo", "env=cartpole", "trainer.total_frames=1024", "trainer.eval_episodes=2"]
 ROWS = ("ppo", "sac", "target", "collection", "startup")
 # the collection row's runs: (rlplat_run.py task, the envs' engine)
@@ -488,7 +495,7 @@ def _interval(ratio: dict[str, Any] | None, digits: int = 2) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
-    """The README section for ``results`` (the content of benchmarks/peers.json)."""
+    """The speed page's section for ``results`` (the content of benchmarks/peers.json)."""
     m, s = results["machine"], results["summary"]
     peers = m["peers"]
     lines = [
@@ -606,12 +613,31 @@ def _machine(m: dict[str, Any]) -> str:
     )
 
 
-def write_readme(section: str, readme: Path, start: str = README_START, end: str = README_END) -> None:
-    """Replace the section between the README's markers ``start`` and ``end``."""
-    text = readme.read_text()
+def headline(results: dict[str, Any]) -> str:
+    """The README's lines on speed: rlplat against Stable-Baselines3 on identical settings."""
+    s = results["summary"]
+    lines = [
+        f"| `make bench-peers` on {results['machine']['date']}, one CPU thread each | rlplat / Stable-Baselines3 |",
+        "|---|---:|",
+        f"| PPO, identical settings (Pendulum, 64x64), frames/s | {_interval(s['ppo']['ratios']['sb3'])} |",
+        f"| SAC, identical settings (Pendulum, 256x256, batch 256), frames/s "
+        f"| {_interval(s['sac']['ratios']['sb3'])} |",
+    ]
+    for name, t in s["target"].items():
+        algo, env = name.split("_", 1)
+        label = f"{algo.upper()} on {ENV_NAMES.get(env, env)}"
+        lines.append(
+            f"| {label}: seconds to {t['threshold']:g}, each library's tuned preset | {_interval(t['ratio'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(section: str, page: Path, start: str, end: str) -> None:
+    """Replace the text between the markers ``start`` and ``end`` of ``page``."""
+    text = page.read_text()
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    readme.write_text(f"{head}{start}\n{section}{end}{tail}")
+    page.write_text(f"{head}{start}\n{section}{end}{tail}")
 
 
 def main() -> int:
@@ -620,7 +646,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="repetitions (seeds, for the time to threshold)")
     parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers.json")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the speed page and the README")
     parser.add_argument("--merge", action="store_true", help="keep --out's other rows; rerun only --rows")
     args = parser.parse_args()
     if not Path(args.peers_python).is_file():
@@ -647,7 +673,8 @@ def main() -> int:
     section = render(results)
     print(section)
     if not args.no_readme and set(measured) == set(ROWS):
-        write_readme(section, ROOT / "README.md")
+        write_section(section, SPEED_PAGE, SECTION_START, SECTION_END)
+        write_section(headline(results), ROOT / "README.md", HEADLINE_START, HEADLINE_END)
     print(f"wrote {args.out}")
     return 0
 

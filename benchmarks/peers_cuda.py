@@ -1,14 +1,14 @@
 """The GPU rows of the side-by-side speed benchmark: rlplat with ``trainer.device=cuda``
 beside Stable-Baselines3 with ``device="cuda"``, on a machine with an NVIDIA GPU.
 
-    make bench-peers-cuda                       # writes benchmarks/peers_cuda.json and its README section
+    make bench-peers-cuda                       # writes benchmarks/peers_cuda.json and its section of the speed page
     python benchmarks/peers_cuda.py --peers-python python3 --repeats 3
-    python benchmarks/peers_cuda.py --render-only  # the README's section from the results file
+    python benchmarks/peers_cuda.py --render-only  # the speed page's section from the results file
 
 Runs as ``benchmarks/peers.py`` runs its rows (fresh processes, the libraries in turn,
 medians, ratios of the same repetition with a 95% bootstrap interval), rewriting the
 results file after each repetition, so that a run cut short keeps the repetitions it
-completed (``--render-only`` then writes the README's section from them). Rows:
+completed (``--render-only`` then writes the speed page's section from them). Rows:
 
 1. ``ppo``: row 1's identical settings (``settings.PPO_OVERHEAD``), ``CUDA_FRAMES["ppo"]``
    frames: rlplat on the GPU and on one CPU thread of the same machine, Stable-Baselines3 on
@@ -43,8 +43,8 @@ import peers  # noqa: E402
 from peers import PEERS, Rlplat, _interval, _ppo_overrides, _sac_overrides, ppo_overrides, ratio_summary, run  # noqa: E402
 from settings import CUDA_FRAMES, PPO_ATARI  # noqa: E402
 
-README_START = "<!-- peers-cuda: benchmarks/peers_cuda.json -->"
-README_END = "<!-- end peers-cuda -->"
+SECTION_START = "<!-- peers-cuda: benchmarks/peers_cuda.json -->"
+SECTION_END = "<!-- end peers-cuda -->"
 ROWS = ("ppo", "sac", "atari")
 
 
@@ -140,7 +140,7 @@ TITLES = {
 
 
 def render(results: dict[str, Any]) -> str:
-    """The README section for ``results`` (the content of benchmarks/peers_cuda.json)."""
+    """The speed page's section for ``results`` (the content of benchmarks/peers_cuda.json)."""
     m, s = results["machine"], results["summary"]
     lines = [
         f"Measured by `benchmarks/peers_cuda.py` (`make bench-peers-cuda`) on {m['date']}: {m['gpu']}, "
@@ -172,8 +172,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers" / "bin" / "python"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "peers_cuda.json")
-    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the README's section")
-    parser.add_argument("--render-only", action="store_true", help="measure nothing: the README's section from --out")
+    parser.add_argument("--no-readme", action="store_true", help="do not rewrite the speed page's section")
+    parser.add_argument(
+        "--render-only", action="store_true", help="measure nothing: the speed page's section from --out"
+    )
     args = parser.parse_args()
     if not args.render_only:
         import torch
@@ -189,7 +191,7 @@ def main() -> int:
     section = render(json.loads(args.out.read_text()))
     print(section)
     if not args.no_readme:
-        peers.write_readme(section, ROOT / "README.md", README_START, README_END)
+        peers.write_section(section, peers.SPEED_PAGE, SECTION_START, SECTION_END)
     return 0
 
 

@@ -261,7 +261,7 @@ def build_loss(
 
 # Inductor settings of trainer.compile=true. ``size_asserts``: the generated code re-checks
 # every input's sizes and strides at each call, which dynamo's guards have checked just
-# before it. Without it PPO's updates at the PPO row's settings of the README's Speed section
+# before it. Without it PPO's updates at the PPO row's settings of the speed page (docs/benchmarks/speed.md)
 # run ~6% more per second (``benchmarks/speed.py <those settings> trainer.compile=true``).
 # ``fallback_random``: random draws inside the compiled code (SAC's reparameterised actions)
 # come from torch's generator, as in eager mode, not from inductor's own: a seed gives the

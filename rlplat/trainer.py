@@ -203,8 +203,8 @@ def evaluate_policy(
         deterministic: Act with the policy's mode instead of sampling.
 
     Returns:
-        The first episode of each env, in env order: raw undiscounted return and length in
-        env steps.
+        The first episode of each env, in env order (raw undiscounted return and length in
+        env steps).
     """
     observation = env.reset(seed=seed)
     env.pop_finished()
@@ -317,14 +317,14 @@ class Trainer:
         or until an evaluation reaches ``trainer.target_return``.
 
         Returns:
-            The final metrics: ``eval/return_mean``, ``eval/return_std`` (last evaluation),
+            The final metrics, ``eval/return_mean``, ``eval/return_std`` (last evaluation),
             ``rollout/return_mean`` (last logged training episodes), ``time/fps`` (frames per
             second of this process; nan when it trained none), ``time/to_target_s`` (training seconds until an
             evaluation reached ``trainer.target_return``: inf if none did, nan without a
             target), ``frames`` and ``time/train_s``.
 
         Raises:
-            Interrupted: when :attr:`stop` was set; a checkpoint was written first.
+            Interrupted: when ``stop`` was set; a checkpoint was written first.
             NonFiniteError: for a NaN or inf with ``trainer.nonfinite=raise``; no checkpoint
                 is written after it.
         """

@@ -125,7 +125,7 @@ class VideoWriter:
         self.fps = fps
         self.gif = Path(path).suffix.lower() == ".gif" or not ffmpeg_available()
         self.path = Path(path).with_suffix(".gif") if self.gif else Path(path)
-        """The file written: ``path``, or ``path`` with suffix ``.gif`` for a GIF."""
+        """The file written, ``path``, or ``path`` with suffix ``.gif`` for a GIF."""
         self.frames = 0
         self._writer: Any = None
 
@@ -228,7 +228,7 @@ def record_episodes(
         device: Device of the policy.
 
     Returns:
-        The file written: ``path``, or ``path`` with suffix ``.gif`` when no ffmpeg encoder is
+        The file written, ``path``, or ``path`` with suffix ``.gif`` when no ffmpeg encoder is
         available or a GIF was asked for.
 
     Raises:

@@ -3,7 +3,7 @@
 
 Each path applies only to the exact classes it was written and tested for, with settings it
 covers; anything else (a subclass, a plugin, an uncovered setting) runs the definition, and
-:attr:`Acceleration.summary` says which path runs and why, for the console:
+``Acceleration.summary`` says which path runs and why, for the console:
 
 * update: PPO's and SAC's closed-form gradients (:mod:`rlplat.accel.ppo`,
   :mod:`rlplat.accel.sac`), checked against autograd on the run's first minibatch
@@ -49,7 +49,9 @@ from rlplat.optim.base import Flatten
 from rlplat.trainer import Autograd, Gradients
 
 Warn = Callable[[str], None]
+"""Shows the user a one-line warning."""
 Update = Callable[[TensorDict], TensorDict]
+"""Computes one minibatch's loss output (and the gradients, in place)."""
 
 OWN_MODULES = ("rlplat.", "torch.nn.")
 """Where the classes of a loss's modules must be defined for its parameters to go in flat buffers."""

@@ -70,7 +70,7 @@ KEYS = {
 
 
 def parse(argv: Sequence[str] | None) -> tuple[list[str], dict[str, Any]]:
-    """Command line -> (targets, the values of :data:`KEYS`).
+    """Command line -> (targets, the values of ``KEYS``).
 
     Raises:
         ConfigError: for no target, an unknown ``key=value`` key or a bad value.

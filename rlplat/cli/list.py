@@ -40,6 +40,8 @@ class Preset:
     option: str
     distribution: str
     description: str
+    source: Traversable
+    """The YAML file itself (in its config package, or sweeps/)."""
 
 
 @dataclass
@@ -100,7 +102,7 @@ def presets(sources: list[tuple[str, str]]) -> dict[str, list[Preset]]:
 
     def add(group: str, path: Traversable, dist: str) -> None:
         description = yaml_description(path.read_text(encoding="utf-8"))
-        found.setdefault(group, []).append(Preset(path.name[:-5], dist, description))
+        found.setdefault(group, []).append(Preset(path.name[:-5], dist, description, path))
 
     def walk(folder: Traversable, group: str, dist: str) -> None:
         for path in folder.iterdir():

@@ -72,7 +72,7 @@ def _holds_run(tracking_uri: str, run_id: str) -> bool:
 
 
 def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
-    """The run directory of an MLflow run, from its :data:`RUN_DIR_TAG` tag.
+    """The run directory of an MLflow run, from its ``RUN_DIR_TAG`` tag.
 
     Raises:
         ConfigError: when the store has no such run, or the run has no run directory here.
@@ -110,7 +110,7 @@ def run_dir_of(key: str, run_id: str, tracking_uri: str) -> Path:
 
 
 def run_of_dir(run_dir: Path, tracking_uri: str, experiment: str) -> tuple[str, str] | None:
-    """``(run id, experiment id)`` of the MLflow run whose :data:`RUN_DIR_TAG` is ``run_dir``,
+    """``(run id, experiment id)`` of the MLflow run whose ``RUN_DIR_TAG`` is ``run_dir``,
     for a run directory without a :data:`RUN_FILE`: its process was killed after its first
     checkpoint and before the record was written (the run itself is created beside the
     training, by the tracker's process, which outlives it). None when the store, the

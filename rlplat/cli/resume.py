@@ -376,7 +376,7 @@ def start_job(
 
 
 def tag_earlier_runs(number: int, parent: Any, first: dict[str, str]) -> None:
-    """Tag :data:`rlplat.tags.RESTARTED_TAG` on the earlier runs of job ``number``, which is
+    """Tag ``rlplat.tags.RESTARTED_TAG`` on the earlier runs of job ``number``, which is
     started again, so that the job table shows the new run alone: the run of its record
     ``first`` (if any), and every child run of ``parent`` (id, (store, run)) tagged with the
     job's number, such as the run of a job killed after its run was created but before it

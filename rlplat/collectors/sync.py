@@ -114,7 +114,7 @@ class SyncCollector:
 
     @torch.inference_mode()
     def rollout(self) -> TensorDict:
-        """Collect one rollout ``[T, B]`` and advance :attr:`frames` by ``T * B``."""
+        """Collect one rollout ``[T, B]`` and advance ``frames`` by ``T * B``."""
         if self._observation is None:
             self._observation = self.env.reset(seed=self._reset_seed)
         observations, actions, log_probs, next_observations, rewards, terminated, truncated, done = self._arrays

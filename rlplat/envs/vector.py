@@ -38,7 +38,7 @@ class VectorEnv:
     Box actions are exchanged in the policy's normalised space ``[-1, 1]`` per dim, clipped
     and rescaled here to the env's bounds (unbounded dims pass through). Discrete actions
     are int64 indices. Finished episodes, with undiscounted returns of the raw rewards (before
-    transforms) and lengths in env steps, are recorded in :attr:`finished`.
+    transforms) and lengths in env steps, are recorded in ``finished``.
 
     Args:
         make_env: Callable returning one ``gymnasium.Env``; or an

@@ -38,7 +38,7 @@ def route(args: Sequence[str]) -> list[str]:
         args: Command-line arguments after the program name (flags pass through).
 
     Returns:
-        The arguments to hand to Hydra: ``node.key=value`` for a node in
+        The arguments to hand to Hydra, where ``node.key=value`` for a node in
         :data:`CHECKED_NODES` becomes ``++node.key=value``; everything else is unchanged.
 
     Raises:

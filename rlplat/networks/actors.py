@@ -67,7 +67,7 @@ def squashed_gaussian_log_prob(u: Tensor, log_std: Tensor, noise: Tensor) -> Ten
 
     Per dim, ``log N(u; mean, sigma) = -noise^2 / 2 - log_std - log(2 pi) / 2`` (from the
     draw itself, which ``(u - mean) / sigma`` only recomputes with rounding) and the tanh
-    correction ``-log(1 - tanh(u)^2) = 2 (u + softplus(-2u) - log 2)``, stable for large |u|.
+    correction ``-log(1 - tanh(u)^2) = 2 (u + softplus(-2u) - log 2)``, stable for large ``|u|``.
     """
     log_density = 2.0 * (u + F.softplus(-2.0 * u)) - torch.addcmul(log_std, noise, noise, value=0.5)
     return log_density.sum(-1) - u.shape[-1] * LOG_PROB_CONSTANT

@@ -158,7 +158,7 @@ class Optimizers:
         """Restore :meth:`state_dict` of optimizers built from the same config.
 
         torch's ``Optimizer.load_state_dict`` replaces the optimizer's param group dicts with
-        new ones: each unit's :attr:`OptimizerUnit.param_groups` is pointed at the new dicts
+        new ones: each unit's ``OptimizerUnit.param_groups`` is pointed at the new dicts
         in the same positions, or the learning-rate schedule (:meth:`set_lr_factor`) would
         set rates the optimizer no longer reads.
         """

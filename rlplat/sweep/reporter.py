@@ -161,7 +161,7 @@ class TrialReporter:
         self.trial.set_user_attr(f"seed{self.seed_index}.run_id", run_id)
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
-        """Trainer hook after each evaluation: :meth:`__call__`."""
+        """Trainer hook after each evaluation: ``__call__``."""
         self(metrics, frames)
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:

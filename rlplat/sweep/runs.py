@@ -237,13 +237,13 @@ def exit_status(signal_name: str) -> int:
 def sweep_directory(hydra_cfg: Any) -> str:
     """The sweep's directory (``hydra.sweep.dir``) as an absolute path, from the sweep's
     working directory when it is relative (Hydra's default, ``multirun/...``): the
-    :data:`SWEEP_TAG` that resumes and reports find it by from any directory."""
+    ``SWEEP_TAG`` that resumes and reports find it by from any directory."""
     return str(Path(str(hydra_cfg.runtime.cwd), str(hydra_cfg.sweep.dir)))
 
 
 def typed_overrides(hydra_cfg: Any) -> str:
     """A job's overrides as the user typed them, space-separated: Hydra's own ``hydra.*``
-    ones left out, rlplat's ``++`` routing undone (what :data:`OVERRIDES_TAG` holds)."""
+    ones left out, rlplat's ``++`` routing undone (what ``OVERRIDES_TAG`` holds)."""
     return " ".join(map(unroute, filter_overrides(list(hydra_cfg.overrides.task))))
 
 

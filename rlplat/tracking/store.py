@@ -217,7 +217,7 @@ class Outbox:
             own step (frames) and timestamp.
         artifacts: Files or directories not yet uploaded, with their artifact path.
         written: Metric values written so far.
-        dropped: Metric values not kept because :data:`MAX_BUFFERED` were already waiting.
+        dropped: Metric values not kept because ``MAX_BUFFERED`` were already waiting.
     """
 
     params: list[Param] = field(default_factory=list)
@@ -228,7 +228,7 @@ class Outbox:
     dropped: int = 0
 
     def add_metrics(self, metrics: list[Metric]) -> None:
-        """Queue metric values, keeping at most :data:`MAX_BUFFERED`."""
+        """Queue metric values, keeping at most ``MAX_BUFFERED``."""
         room = max(0, MAX_BUFFERED - len(self.metrics))
         self.metrics += metrics[:room]
         self.dropped += len(metrics[room:])
@@ -308,12 +308,12 @@ class Tracker:
     seconds, before any run exists. During the run, every write goes through an
     :class:`Outbox`: a write that fails because the server cannot be reached stays in it,
     in order, and is tried again at a later write once a :class:`Backoff` wait has passed
-    (one request of at most :data:`WRITE_TIMEOUT_S` seconds per attempt), so that training
+    (one request of at most ``WRITE_TIMEOUT_S`` seconds per attempt), so that training
     goes on while the server is away. One line says when values start being buffered, and
     one when they were written. :meth:`end` tries for ``end_flush_s`` seconds more, then
     keeps what is left (the run's creation included) in the run directory's
     :data:`rlplat.tracking.pending.PENDING_FILE`, for ``rlplat-sync`` to record. A run whose
-    writes waited for the server is tagged :data:`rlplat.tags.WAITED_TAG`. A write the
+    writes waited for the server is tagged ``rlplat.tags.WAITED_TAG``. A write the
     server rejects (a changed param, a deleted run) raises.
 
     With ``wait_for_server`` (a sweep's job, whose sweep's parent run exists), a server that
@@ -326,8 +326,8 @@ class Tracker:
         experiment: Experiment name, created when missing.
         artifact_location: Directory for a newly created experiment's artifacts.
         run_dir: The run's directory, named when values could not be recorded; by default
-            the run's :data:`RUN_DIR_TAG` tag.
-        say: Shows the user one line (default: on stderr, after ``rlplat-train: ``).
+            the run's ``RUN_DIR_TAG`` tag.
+        say: Shows the user one line (default: on stderr, after ``rlplat-train:``).
         wait_for_server: Wait for a server that does not answer when the run begins,
             instead of raising (see above).
         end_flush_s: Seconds :meth:`end` tries to write what is buffered before keeping it

@@ -2,10 +2,10 @@
 names the key, the value and what is valid, no traceback, no run, run directory or store
 left behind, within 2 seconds of the command.
 
-The inputs are the rows of the README's bad-input table, each with where it is checked and
-the exact line the user sees: every row is run here and its line compared, so the README
-cannot drift, and :data:`NEEDLES` (what each line must say) must name exactly the README's
-rows. Rows checked by the build, after torch is imported, are not held to the 2 seconds.
+The inputs are the rows of the bad-input table of docs/guides/configuration.md, each with
+where it is checked and the exact line the user sees: every row is run here and its line
+compared, so the table cannot drift, and :data:`NEEDLES` (what each line must say) must name
+exactly the table's rows. Rows checked by the build, after torch is imported, are not held to the 2 seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from conftest import TINY, cli, install_distribution
 from mlflow import MlflowClient
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TABLE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "configuration.md"
 TABLE_START, TABLE_END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
 SECONDS = 2.0
 """The promise: bad input is reported within this many seconds of the command."""
@@ -55,10 +55,10 @@ NEEDLES = {
 """Each bad input (the command after ``rlplat-train``) and what its line must say."""
 
 
-def readme_rows() -> list[tuple[str, str, str]]:
-    """The README's bad-input table: (arguments after ``rlplat-train``, where it is checked,
+def table_rows() -> list[tuple[str, str, str]]:
+    """The bad-input table of docs/guides/configuration.md: (arguments after ``rlplat-train``, where it is checked,
     the exact stderr line)."""
-    text = README.read_text()
+    text = TABLE_PAGE.read_text()
     table = text[text.index(TABLE_START) + len(TABLE_START) : text.index(TABLE_END)]
     rows = []
     for line in table.splitlines():
@@ -68,7 +68,7 @@ def readme_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
-ROWS = readme_rows()
+ROWS = table_rows()
 
 
 def run_bad(args: list[str], cwd: Path, store: str, env: dict[str, str] | None = None):

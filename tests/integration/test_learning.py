@@ -28,7 +28,7 @@ PAIRS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("pair", PAIRS)
 def test_preset_learns_on_4_of_5_seeds(pair, tmp_path):
-    """The pair passes as the README's table counts it: IQM over 5 seeds above the threshold,
+    """The pair passes as the results table counts it: IQM over 5 seeds above the threshold,
     and at least 4 of the 5 seeds above it too."""
     out = tmp_path / "results.json"
     subprocess.run(

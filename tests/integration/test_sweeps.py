@@ -273,6 +273,7 @@ def _unshare_works() -> bool:
     reason="hydra-ray-launcher is not installed (pip install 'rlplat[ray]')",
 )
 @pytest.mark.skipif(not _unshare_works(), reason="needs unshare (root) for a loopback-only network namespace")
+@pytest.mark.slow  # a Ray head, its workers and an mlflow server: about 90 s of a 2-core machine
 def test_ray_launcher_runs_a_sweep_on_a_local_ray_head_with_a_tracking_server(tmp_path):
     """A Ray head and an MLflow tracking server on 127.0.0.1, inside a network namespace that
     has only a loopback interface (so neither can reach or bind any other address); the sweep

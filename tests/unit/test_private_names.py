@@ -1,5 +1,5 @@
 """The private names of dependencies that rlplat still reads, each where no public API does
-the job (listed with its reason in docs/architecture.md): these tests fail loudly the day one
+the job (listed with its reason in docs/concepts/architecture.md): these tests fail loudly the day one
 disappears or changes what rlplat relies on."""
 
 from __future__ import annotations
