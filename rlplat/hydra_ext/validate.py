@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -41,7 +42,16 @@ from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, register_group_optio
 from rlplat.hydra_ext.overrides import unroute
 from rlplat.hydra_ext.plugins import register_hydra_plugins
 from rlplat.loggers import check_loggers
-from rlplat.registry import BUFFERS, BUILTIN_DISTRIBUTION, COLLECTORS, LOSSES, OPTIMIZERS, ConfigError, Registry
+from rlplat.registry import (
+    BUFFERS,
+    BUILTIN_DISTRIBUTION,
+    COLLECTORS,
+    LOSSES,
+    OPTIMIZERS,
+    ConfigError,
+    Registry,
+    closest,
+)
 from rlplat.settings import (
     CheckpointConfig,
     TrackingConfig,
@@ -152,9 +162,23 @@ def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:
     elif not os.access(cwd / existing, os.W_OK | os.X_OK):
         read_only = bool(os.statvfs(cwd / existing).f_flag & os.ST_RDONLY)
         reason = f"{shown} is on a read-only file system" if read_only else f"no permission to write in {shown}"
+    elif (refused := _cannot_make_directory_in(cwd / existing)) is not None:
+        reason = f"cannot create a directory in {shown}: {refused}"
     else:
         return
     raise ConfigError(f"{key}={value!r}: not writable ({reason})")
+
+
+def _cannot_make_directory_in(directory: Path) -> str | None:
+    """Why no directory can be made in ``directory``, or None. A permission check passes for
+    root everywhere, and on virtual file systems (``/proc``, ``/sys``) that refuse new
+    entries all the same: a directory is made there and removed at once."""
+    try:
+        made = tempfile.mkdtemp(prefix=".rlplat-check-", dir=directory)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    os.rmdir(made)
+    return None
 
 
 def _literal_prefix(text: str) -> str:
@@ -174,8 +198,9 @@ def _default_hydra_value(key: str) -> Any:
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> None:
     """Check the composed config as far as it can be without torch, in the user's terms.
 
-    In order: every value has the type of the same key's default (the config composed with
-    the same group choices and none of the values given), and none is NaN; the ``trainer``, ``checkpoint`` and
+    In order: every top-level key is one rlplat reads (:func:`check_read`); every value has the
+    type of the same key's default (the config composed with the same group choices and none
+    of the values given), and none is NaN; the ``trainer``, ``checkpoint`` and
     ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
     ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
     built-in components' keys (:func:`check_ranges`); one probe env is built
@@ -193,7 +218,9 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     config = resolve_config(cfg)
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task)
-    check_types(config, default_config(overrides))
+    defaults = default_config(overrides)
+    check_read(config, defaults)
+    check_types(config, defaults)
     check_no_nan(config)
     TrainerConfig.from_node(config.get("trainer", {}))
     CheckpointConfig.from_node(config.get("checkpoint", {}))
@@ -201,6 +228,26 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     check_seed(config.get("seed"))
     check_ranges(config)
     env_spaces(config.get("env", {}), warn=True)
+
+
+def check_read(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    """Every top-level key of ``config`` is one that rlplat reads: a key of the config composed
+    from the same group choices. A key added on the command line (``+note=x``, ``++note=x``)
+    that nothing reads would be ignored without a word. The keys of each node are checked by
+    the node's owner (the constructor of its entry, or its settings).
+
+    Args:
+        config: The resolved config.
+        defaults: The config of :func:`default_config`.
+
+    Raises:
+        ConfigError: ``note='x': no part of rlplat reads 'note'. Valid top-level keys: ...``.
+    """
+    for key, value in config.items():
+        if key not in defaults:
+            message = f"{key}={value!r}: no part of rlplat reads {key!r}. Valid top-level keys: {', '.join(defaults)}."
+            suggestion = closest(key, defaults)
+            raise ConfigError(message + (f" Did you mean {suggestion!r}?" if suggestion else ""))
 
 
 def check_no_nan(node: Any, key: str = "") -> None:

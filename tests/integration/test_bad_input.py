@@ -47,6 +47,7 @@ NEEDLES = {
     "tracking.uri=sqlite:///notes.txt": ["tracking.uri='sqlite:///notes.txt'", "not an SQLite database"],
     "trainer.total_frames=[1": ["trainer.total_frames=[1", "not a valid override", "key=value"],
     "foo=bar": ["'foo'", "+foo=bar"],
+    "+note=baseline": ["note='baseline'", "no part of rlplat reads 'note'", "Valid top-level keys: seed"],
     "algo=ppoo": ["algo='ppoo'", "Did you mean 'ppo'?"],
     "algo=dqn env=pendulum": ["loss 'dqn' cannot act in env 'Pendulum-v1'", "Algorithms for this env: a2c, ddpg"],
     "algo=ppo buffer=replay": ["buffer='replay' does not fit loss 'ppo'", "Buffers that fit: rollout"],
@@ -120,6 +121,15 @@ def test_a_plugin_env_whose_constructor_raises(tmp_path, store):
     result, elapsed = run_bad(["env=broken"], tmp_path, store, env={"PYTHONPATH": str(site)})
     line = assert_reported(result, elapsed, tmp_path, store)
     assert line == "rlplat-train: error: env 'broken' failed to build: RuntimeError: no display here"
+
+
+@pytest.mark.parametrize("directory", ["/proc/rlplat/run", "/sys/rlplat"])
+def test_a_run_directory_on_a_virtual_file_system_is_one_line(directory, tmp_path, store):
+    """/proc and /sys refuse new entries even to root, whom every permission check lets through."""
+    result, elapsed = run_bad([f"hydra.run.dir={directory}"], tmp_path, store)
+    line = assert_reported(result, elapsed, tmp_path, store)
+    assert line.startswith(f"rlplat-train: error: hydra.run.dir={directory!r}: not writable (")
+    assert not Path(directory).exists()
 
 
 def test_full_error_keeps_the_traceback_of_hydras_errors_and_rlplats(tmp_path, store):

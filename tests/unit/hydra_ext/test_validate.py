@@ -114,6 +114,10 @@ def test_a_parameter_group_of_optim_defaults_to_the_shared_settings():
         (["optim.max_grad_norm=null"], ""),  # null disables clipping
         (["algo=ppo", "env=pendulum", "transforms.obs_norm=null"], ""),  # null leaves a preset's transform out
         (["env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0': Environment `NoSuchEnv` doesn't exist."),
+        (["+note=x"], "note='x': no part of rlplat reads 'note'. Valid top-level keys: seed, transforms, trainer"),
+        (["++sed=3"], "sed=3: no part of rlplat reads 'sed'. Valid top-level keys: seed, "),
+        (["++sed=3"], "Did you mean 'seed'?"),
+        (["algo=sac", "++env.note=x"], "env.note='x': env 'gym' has no key 'note'"),  # a node's keys: its owner's
         (
             ["env.id=FrozenLake-v1", "env.kwargs.map_name=9x9"],
             "env 'gym' (env.id='FrozenLake-v1') failed to build: KeyError: '9x9'",
@@ -260,6 +264,16 @@ def test_default_run_dir_in_a_read_only_directory(tmp_path):
         locked.chmod(0o700)
     assert str(error.value).startswith("hydra.run.dir='outputs/runs/")
     assert str(error.value).endswith("': not writable (no permission to write in the current directory)")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_directory_that_refuses_new_entries_is_named_whatever_the_permissions(tmp_path):
+    """/proc lets root through every permission check and refuses a new directory all the same."""
+    with pytest.raises(ConfigError) as error:
+        check_command_line(["hydra.run.dir=/proc/rlplat/run"], cwd=tmp_path)
+    assert str(error.value).startswith("hydra.run.dir='/proc/rlplat/run': not writable (")
+    check_command_line([f"hydra.run.dir={tmp_path}/new/run"], cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the check made its directory and removed it
 
 
 def test_a_directory_without_write_permission_is_named(tmp_path, monkeypatch):
