@@ -59,7 +59,7 @@ nitpick_ignore_regex = [
         r"py:.*",
         r"(Any|Callable|Iterable|Iterator|Mapping|Sequence|MutableMapping|Generator|Protocol|"
         r"TypeVar|Literal|Self|ClassVar|NamedTuple|Path|Tensor|TensorDict|TensorDictBase|Module|Env|Space|"
-        r"Box|Discrete|DictConfig|ListConfig|NDArray|ndarray|dtype|device|Generator|Optimizer|Parameter|"
+        r"Box|Discrete|DictConfig|ListConfig|NDArray|ndarray|dtype|device|Optimizer|Parameter|"
         r"LRScheduler|EntryPoint|EntryPoints|Traversable|Console|Table|Text|Figure|Axes|Queue|Event|Process|"
         r"Thread|Lock|FileLock|Popen|CompletedProcess|TracebackType|FrameType|ModuleType|Trial|Study|"
         r"TrialState|MlflowClient|MlflowException|Run|RunInfo|Experiment|int|float|str|bool|bytes|None|object|type|tuple|"

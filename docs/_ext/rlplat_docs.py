@@ -42,8 +42,8 @@ from rlplat.cli.list import Preset, conf_sources, presets, summary
 from rlplat.hydra_ext.options import GROUPS
 from rlplat.registry import REGISTRIES, Entry
 
-GENERATED = ("reference/registry", "reference/presets", "reference/api", "reference/cli.md")
-"""What this extension writes, relative to the source folder."""
+GENERATED = ("registry", "presets", "api")
+"""The folders this extension writes under ``reference/`` (and ``cli.md`` beside them)."""
 
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[\w@/.-]+):(?: +(?P<value>[^#]*?))?\s*(?:#\s?(?P<comment>.*))?$")
 """``key: value  # comment`` in a YAML file (a mapping's key; list items are not keys)."""
@@ -294,7 +294,7 @@ def write_pages(root: Path, pages: dict[str, str]) -> None:
     """Write ``pages`` under ``root`` where their text changed; remove generated files not in them."""
     wanted = {root / path for path in pages}
     for generated in GENERATED:
-        target = root.parent / generated
+        target = root / generated
         if target.is_dir():
             for old in target.rglob("*.md"):
                 if old not in wanted:
