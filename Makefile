@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # what training needs; then the extras the tests, linters and sweeps on Slurm or Ray need
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-DEV_EXTRAS := test,lint,docs,video,slurm,ray,tensorboard,envpool,atari,postgres
+DEV_EXTRAS := test,lint,docs,video,slurm,ray,tensorboard,envpool,atari,postgres,minigrid,mujoco,pixels
 # the peers of make bench-peers, in a virtualenv of their own, pinned
 PEERS_VENV ?= .venv-peers
 PEERS ?= stable-baselines3==2.9.2 rl_zoo3==2.9.2 torchrl==0.14.1

@@ -20,7 +20,7 @@ The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -34,8 +34,15 @@ from rlplat.accel import Acceleration
 from rlplat.accel.plan import Warn, warn_on_stderr
 from rlplat.buffers.base import Buffer
 from rlplat.collectors.base import Collector
+from rlplat.envs.base import check_observation_space
 from rlplat.envs.pool import EnvPoolTask
-from rlplat.envs.probe import entry_node, env_backend, env_spaces  # the env probe rlplat-train's pre-check runs too
+from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs too
+    build_env,
+    check_renderable,
+    entry_node,
+    env_backend,
+    env_spaces,
+)
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
@@ -54,7 +61,7 @@ from rlplat.registry import (
 )
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
 from rlplat.trainer import Gradients, Parts
-from rlplat.transforms.base import Transform, TransformLike
+from rlplat.transforms.base import EnvTransform, Transform, TransformLike
 
 COMPONENT_NODES = ("env", "transforms", "network", "loss", "collector", "buffer", "optim")
 
@@ -124,8 +131,7 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     seed_everything(seed)
 
     env_node = config["env"]
-    observation_space, action_space = env_spaces(env_node)
-    transforms = build_transforms(config["transforms"], observation_space)
+    transforms, observation_space, action_space = build_transforms(config["transforms"], env_node, seed)
     loss = build_loss(config, observation_space, action_space).to(device)
     check_buffer_kind(config, loss)
     acceleration = Acceleration(loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn)
@@ -144,7 +150,7 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     try:
         buffer = BUFFERS.build("buffer", config["buffer"], rollout_shape=collector.rollout_shape, protocol=Buffer)
         check_sequence_length(config, loss, buffer)
-        eval_env = VectorEnv(single_env(env_node), trainer.eval_episodes, transforms, False)
+        eval_env = VectorEnv(single_env(env_node, transforms), trainer.eval_episodes, transforms, False)
     except BaseException:
         collector.close()
         raise
@@ -207,19 +213,43 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def single_env(env_node: Mapping[str, Any]) -> Any:
-    """A factory of one gymnasium env as the ``env`` node configures it (whatever its backend)."""
+def single_env(env_node: Mapping[str, Any], transforms: Sequence[TransformLike] = ()) -> Any:
+    """A factory of one gymnasium env as the ``env`` node configures it (whatever its backend),
+    made with the render mode its env transforms need (``transforms.from_pixels``); the env
+    transforms themselves are applied by :class:`rlplat.envs.vector.VectorEnv`."""
     node = entry_node(env_node)
+    render_mode = env_render_mode(transforms)
+    if render_mode is not None:
+        node["render_mode"] = render_mode
     return lambda: ENVS.build("env", node)
 
 
-def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space) -> tuple[Transform, ...]:
-    """The ``transforms`` node (name -> kwargs, in order) -> transforms for that space; a
-    name set to null is left out (a preset cannot delete a key that an algo preset set).
+def env_render_mode(transforms: Sequence[Any]) -> str | None:
+    """The render mode the env transforms need (the first one set), or None."""
+    modes = [t.render_mode for t in transforms if isinstance(t, EnvTransform) and t.render_mode is not None]
+    return modes[0] if modes else None
+
+
+def build_transforms(
+    node: Mapping[str, Any], env_node: Mapping[str, Any], seed: int = 0
+) -> tuple[tuple[Transform, ...], gymnasium.Space, gymnasium.Space]:
+    """The ``transforms`` node (name -> kwargs, in order) -> the transforms, and the single
+    env's observation and action spaces once they apply; a name set to null is left out (a
+    preset cannot delete a key that an algo preset set).
+
+    One probe env is built from ``env_node``: each env transform
+    (:class:`rlplat.transforms.base.EnvTransform`) is built with the observation space of its
+    input and wraps the probe in turn; the transforms over the batch are then built with the
+    space after all of them, and fitted on the probe (:meth:`Transform.fit`).
+
+    Returns:
+        ``(transforms in the node's order, observation space, action space)``.
 
     Raises:
         ConfigError: for a name no transform is registered as (the key is the name itself,
-            ``transforms.<name>``), listing those that are.
+            ``transforms.<name>``), listing those that are; a transform that cannot take its
+            input; an env that cannot render for ``from_pixels``; an observation entry no
+            tensor holds (text not tokenised); or as :func:`rlplat.envs.probe.env_spaces`.
     """
     names = TRANSFORMS.names()
     for name in node:
@@ -227,17 +257,58 @@ def build_transforms(node: Mapping[str, Any], observation_space: gymnasium.Space
             suggestion = closest(name, names)
             hint = f" Did you mean {suggestion!r}?" if suggestion else ""
             raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {', '.join(names)}.{hint}")
-    return tuple(
-        TRANSFORMS.build(f"transforms.{name}", {"name": name, **kwargs}, observation_space, protocol=TransformLike)
-        for name, kwargs in node.items()
-        if kwargs is not None
+    chosen = [(name, kwargs) for name, kwargs in node.items() if kwargs is not None]
+    wraps = {name: _wraps_env(name) for name, _ in chosen}
+    renders = [name for name, _ in chosen if wraps[name] and _render_mode(name) is not None]
+    env_spaces(env_node)  # the env alone first: its own errors in its own words
+    probe_node = dict(env_node)
+    if renders:
+        check_renderable(env_node, f"render pixels for transforms.{renders[0]}")
+        probe_node["render_mode"] = _render_mode(renders[0])
+    probe = build_env(probe_node)
+    built: dict[str, Transform] = {}
+    try:
+        for name, kwargs in chosen:
+            if wraps[name]:
+                built[name] = _build_transform(name, kwargs, probe.observation_space)
+                probe = cast(EnvTransform, built[name]).wrap(probe)
+        observation_space, action_space = probe.observation_space, probe.action_space
+        try:
+            check_observation_space(observation_space)
+        except TypeError as error:
+            raise ConfigError(f"env {env_node.get('name')!r}: {error}") from None
+        for name, kwargs in chosen:
+            if not wraps[name]:
+                built[name] = _build_transform(name, kwargs, observation_space)
+                built[name].fit(probe, seed)
+    finally:
+        probe.close()
+    return tuple(built[name] for name, _ in chosen), observation_space, action_space
+
+
+def _wraps_env(name: str) -> bool:
+    """Whether transform ``name`` is an env transform (its entry an EnvTransform subclass)."""
+    entry = TRANSFORMS.get(name)
+    return isinstance(entry, type) and issubclass(entry, EnvTransform)
+
+
+def _render_mode(name: str) -> str | None:
+    """The render mode env transform ``name`` needs (its class attribute), or None."""
+    return cast(type[EnvTransform], TRANSFORMS.get(name)).render_mode
+
+
+def _build_transform(name: str, kwargs: Mapping[str, Any], space: gymnasium.Space) -> Transform:
+    return cast(
+        Transform, TRANSFORMS.build(f"transforms.{name}", {"name": name, **kwargs}, space, protocol=TransformLike)
     )
 
 
 def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) -> Any:
     """``(num_envs, vectorization) -> VectorEnv``: the training env, transforms updating; its
     envs are EnvPool's with ``env.backend=envpool``."""
-    make_one = EnvPoolTask.from_node(env_node) if env_backend(env_node) == "envpool" else single_env(env_node)
+    make_one = (
+        EnvPoolTask.from_node(env_node) if env_backend(env_node) == "envpool" else single_env(env_node, transforms)
+    )
     return lambda num_envs, vectorization: VectorEnv(make_one, num_envs, list(transforms), True, vectorization)
 
 

@@ -24,7 +24,7 @@ from rlplat.buffers.base import Buffer
 from rlplat.checkpoint import BEST, FINAL, CheckpointError, CheckpointFiles, rng_state, set_rng_state
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from rlplat.collectors.base import Collector, Policy, act_function
-from rlplat.envs.base import Episode, VectorEnvLike
+from rlplat.envs.base import Episode, VectorEnvLike, observation_leaves
 from rlplat.losses.base import Loss
 from rlplat.optim import Optimizers, lr_factor
 from rlplat.settings import FINAL_METRICS, TO_TARGET, TRAIN_SECONDS, CheckpointConfig, TrainerConfig
@@ -417,10 +417,16 @@ class Trainer:
         unless one of them holds a NaN or inf, or their sum overflows; only then is each
         looked at on its own (an off-policy run checks every frame's rollout).
         """
-        values = [rollout.get(key) for key, _ in _CHECKED_IN_ROLLOUTS]
-        if math.isfinite(float(values[0].sum() + values[1].sum() + values[2].sum())):
+        checked = [
+            (key, what, value)
+            for key, what in _CHECKED_IN_ROLLOUTS
+            for value in observation_leaves(rollout.get(key))
+            if value.is_floating_point()  # uint8 pixels and integer tokens are finite
+        ]
+        first, *rest = (value.sum() for _, _, value in checked)
+        if math.isfinite(float(sum(rest, first))):
             return True
-        for (key, what), value in zip(_CHECKED_IN_ROLLOUTS, values):
+        for key, what, value in checked:
             if not bool(torch.isfinite(value).all()):
                 self._nonfinite(f"{what} ({key if isinstance(key, str) else '.'.join(key)}) in the rollout", frames)
                 return False

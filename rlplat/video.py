@@ -17,7 +17,6 @@ generator: recording during training leaves the run's results unchanged.
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import os
 import subprocess
@@ -31,7 +30,7 @@ import torch
 
 from rlplat.collectors.base import Policy
 from rlplat.envs.base import Episode
-from rlplat.envs.probe import entry_node
+from rlplat.envs.probe import check_renderable, entry_node
 from rlplat.envs.vector import VectorEnv
 from rlplat.registry import ENVS, ConfigError
 from rlplat.transforms.base import TransformLike
@@ -67,31 +66,11 @@ def ffmpeg_available() -> bool:
     return listed.returncode == 0 and "libx264" in listed.stdout
 
 
-def check_renderable(env_node: Mapping[str, Any]) -> None:
-    """Raise ConfigError unless the ``env`` node's entry takes a ``render_mode`` keyword.
-
-    Raises:
-        ConfigError: naming the env entry and the ``render_mode`` key; or for an unknown
-            entry name (with the known ones).
-        PluginError: when the entry's plugin fails to import.
-    """
-    name = env_node.get("name")
-    entry = ENVS.get(str(name), key="env.name")
-    parameters = inspect.signature(entry).parameters.values()
-    if any(p.name == "render_mode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
-    raise ConfigError(
-        f"env {name!r} cannot be recorded: its entry takes no 'render_mode' keyword (videos build the env "
-        "with render_mode='rgb_array'); give the entry a `render_mode: str | None = None` parameter and "
-        "pass it to gymnasium"
-    )
-
-
 def render_env_maker(env_node: Mapping[str, Any]) -> Callable[[], gymnasium.Env]:
     """A factory of one env as ``env_node`` configures it, rendering ``rgb_array`` frames.
 
     Raises:
-        ConfigError: when the env entry takes no ``render_mode`` (see :func:`check_renderable`).
+        ConfigError: when the env entry takes no ``render_mode`` (see :func:`rlplat.envs.probe.check_renderable`).
     """
     check_renderable(env_node)
     node = {**entry_node(env_node), "render_mode": "rgb_array"}

@@ -53,8 +53,9 @@ TINY_OFF_POLICY = [
     "collector.steps_per_env=8",
     "buffer.learning_starts=64",
     "buffer.batch_size=32",
+    "buffer.capacity=4096",
 ]
-"""Overrides that shrink any off-policy run to a couple of seconds."""
+"""Overrides that shrink any off-policy run to a couple of seconds (and its replay's memory)."""
 
 OFF_POLICY = ("dqn", "ddpg", "td3", "sac")
 
@@ -65,8 +66,11 @@ DEVICES = [
 """``trainer.device`` values to parametrize a test over: ``cuda`` runs where torch sees a GPU."""
 
 FRAME_ENVS = ("pong",)
-"""Env presets of image frames: on-policy algorithms only, until replay stores frames as uint8;
-an off-policy preset's MLP keys stop the build naming the CNN's keys."""
+"""Env presets of image frames, whose games last thousands of steps: CLI tests cut them short."""
+
+EXTRA_ENVS = ("minigrid_doorkey", "minigrid_empty", "hopper", "halfcheetah", "walker2d", "inverted_pendulum")
+"""Env presets of the minigrid and mujoco extras: every algo on them runs in the slow suite
+(tests/integration/test_mujoco.py, test_minigrid_cli.py); the default suite builds them."""
 
 
 def tiny(algo: str) -> list[str]:

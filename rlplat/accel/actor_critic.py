@@ -9,6 +9,7 @@ built-in classes (:mod:`rlplat.accel.plan`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from rlplat.accel.linear import layer_of, linear_backward
 from rlplat.accel.mlp import MLPPasses, NumpyMLP
 from rlplat.collectors.base import ActFunction
 from rlplat.networks.actor_critic import ActorCritic
-from rlplat.networks.heads import GaussianHead
+from rlplat.networks.heads import CategoricalHead, GaussianHead
 from rlplat.networks.mlp import MLP
 
 
@@ -47,7 +48,9 @@ class ActorCriticPasses:
         self.actor = MLPPasses(_torso(agent.actor_torso))
         self.critic = MLPPasses(_torso(agent.critic_torso))
         self.head = (
-            GaussianPasses(agent.head) if isinstance(agent.head, GaussianHead) else CategoricalPasses(agent.head)
+            GaussianPasses(agent.head)
+            if isinstance(agent.head, GaussianHead)
+            else CategoricalPasses(cast(CategoricalHead, agent.head))
         )
         self.value_head = layer_of(agent.value_head)
 
@@ -90,7 +93,11 @@ class NumpyActorCritic:
 
     def __init__(self, agent: ActorCritic, policy_only: bool = False) -> None:
         self.actor = NumpyMLP(_torso(agent.actor_torso))
-        self.head = NumpyGaussian(agent.head) if isinstance(agent.head, GaussianHead) else NumpyCategorical(agent.head)
+        self.head = (
+            NumpyGaussian(agent.head)
+            if isinstance(agent.head, GaussianHead)
+            else NumpyCategorical(cast(CategoricalHead, agent.head))
+        )
         if not policy_only:
             self.critic = NumpyMLP(_torso(agent.critic_torso))
             self.value_head = LinearArrays(agent.value_head)

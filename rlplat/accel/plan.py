@@ -82,6 +82,8 @@ def _mlp_torso(torso: object, what: str, activations: tuple[str, ...] = ACTIVATI
     activation = cast(MLP, torso).activation
     if activation not in activations:
         return f"network.activation={activation!r} (the closed form covers {', '.join(activations)})"
+    if not cast(MLP, torso).float_input:
+        return f"{what} takes {cast(MLP, torso).input_dtype} observations (the fast paths take floats)"
     return None
 
 

@@ -52,7 +52,7 @@ def run_episodes(built: Build, episodes: int, deterministic: bool) -> list[Episo
     from rlplat.trainer import EVAL_SEED_OFFSET, evaluate_policy
 
     parts = built.parts
-    make_env = single_env(built.config["env"])
+    make_env = single_env(built.config["env"], parts.transforms)
     found: list[Episode] = []
     for start in range(0, episodes, BATCH):
         env = VectorEnv(make_env, min(BATCH, episodes - start), list(parts.transforms), update_transforms=False)

@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 from tensordict import TensorDict
-from torch import Tensor
 
 from rlplat import keys
 from rlplat.collectors.base import EnvMaker, Policy, act_function
-from rlplat.envs.base import Episode, space_shape
+from rlplat.envs.base import Episode, Observation, action_zeros, observation_leaves, observation_zeros
 from rlplat.registry import ConfigError
 
 
@@ -71,34 +69,32 @@ class SyncCollector:
         self._arrays = tuple(
             self._storage[key].numpy()
             for key in (
-                keys.OBSERVATION,
                 keys.ACTION,
                 keys.ACTION_LOG_PROB,
-                keys.NEXT_OBSERVATION,
                 keys.NEXT_REWARD,
                 keys.NEXT_TERMINATED,
                 keys.NEXT_TRUNCATED,
                 keys.NEXT_DONE,
             )
         )
-        self._observation: Tensor | None = None  # on the CPU, as the envs return it
+        # numpy views of the observations' storage, one per tensor (one per key of a Dict space)
+        self._observation_arrays = [leaf.numpy() for leaf in observation_leaves(self._storage[keys.OBSERVATION])]
+        self._next_observation_arrays = [
+            leaf.numpy() for leaf in observation_leaves(self._storage[keys.NEXT_OBSERVATION])
+        ]
+        self._observation: Observation | None = None  # on the CPU, as the envs return it
         self._reset_seed = seed
 
     def _allocate(self, steps: int, num_envs: int) -> TensorDict:
-        obs_shape = space_shape(self.env.observation_space)
-        space = self.env.action_space
-        if isinstance(space, gymnasium.spaces.Discrete):
-            action = torch.zeros(steps, num_envs, dtype=torch.int64)
-        else:
-            action = torch.zeros(steps, num_envs, *space_shape(space))
+        space = self.env.observation_space
         flag = lambda: torch.zeros(steps, num_envs, 1, dtype=torch.bool)  # noqa: E731
         return TensorDict(
             {
-                keys.OBSERVATION: torch.zeros(steps, num_envs, *obs_shape),
-                keys.ACTION: action,
+                keys.OBSERVATION: observation_zeros(space, (steps, num_envs)),
+                keys.ACTION: action_zeros(self.env.action_space, (steps, num_envs)),
                 keys.ACTION_LOG_PROB: torch.zeros(steps, num_envs),
                 keys.NEXT: {
-                    keys.OBSERVATION: torch.zeros(steps, num_envs, *obs_shape),
+                    keys.OBSERVATION: observation_zeros(space, (steps, num_envs)),
                     keys.REWARD: torch.zeros(steps, num_envs, 1),
                     keys.DONE: flag(),
                     keys.TERMINATED: flag(),
@@ -117,7 +113,8 @@ class SyncCollector:
         """Collect one rollout ``[T, B]`` and advance ``frames`` by ``T * B``."""
         if self._observation is None:
             self._observation = self.env.reset(seed=self._reset_seed)
-        observations, actions, log_probs, next_observations, rewards, terminated, truncated, done = self._arrays
+        actions, log_probs, rewards, terminated, truncated, done = self._arrays
+        observations, next_observations = self._observation_arrays, self._next_observation_arrays
         # the parameters stay as they are until this returns: what derives from them is computed once
         act, step_envs, device = act_function(self.policy), self.env.step, self.device
         on_cpu = device.type == "cpu"
@@ -125,10 +122,12 @@ class SyncCollector:
         for t in range(self.rollout_shape[0]):
             action, log_prob = act(observation if on_cpu else observation.to(device, non_blocking=True))
             step = step_envs(action)
-            observations[t] = observation.numpy()
+            for array, leaf in zip(observations, observation_leaves(observation)):
+                array[t] = leaf.numpy()
             actions[t] = (action if on_cpu else action.cpu()).numpy()
             log_probs[t] = (log_prob if on_cpu else log_prob.cpu()).numpy()
-            next_observations[t] = step.next_observation.numpy()
+            for array, leaf in zip(next_observations, observation_leaves(step.next_observation)):
+                array[t] = leaf.numpy()
             rewards[t] = step.reward.numpy()
             terminated[t] = step.terminated.numpy()
             truncated[t] = step.truncated.numpy()
@@ -146,7 +145,11 @@ class SyncCollector:
     def state_dict(self) -> dict[str, Any]:
         """Frames collected, the (transformed) observation to act on next, and the envs'
         states (:meth:`rlplat.envs.vector.VectorEnv.state_dict`)."""
-        observation = None if self._observation is None else self._observation.clone()
+        observation: Any = None
+        if isinstance(self._observation, TensorDict):  # plain tensors: a checkpoint holds no TensorDict
+            observation = {"entries": self._observation.to_dict(), "batch_size": list(self._observation.batch_size)}
+        elif self._observation is not None:
+            observation = self._observation.clone()
         return {"frames": self.frames, "observation": observation, "env": self.env.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -155,6 +158,8 @@ class SyncCollector:
         ``seed + frames`` so that they do not replay the first ones."""
         self.frames = int(state["frames"])
         observation = state.get("observation")
+        if isinstance(observation, Mapping):
+            observation = TensorDict(observation["entries"], batch_size=observation["batch_size"])
         if observation is not None and self.env.load_state_dict(state.get("env") or {}):
             self._observation = observation
         else:

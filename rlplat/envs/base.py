@@ -18,7 +18,21 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
+import numpy as np
+import torch
+from tensordict import TensorDict
 from torch import Tensor
+
+Observation = Tensor | TensorDict
+"""A batch of observations: a tensor ``[*batch, *obs_shape]`` for an array space (Box,
+Discrete, MultiDiscrete, MultiBinary), a TensorDict of batch size ``batch`` for a ``Dict``
+space, one entry per key (nested for nested Dicts), each with its own dtype
+(:func:`observation_dtype`)."""
+
+
+RAW_REWARD = "raw_reward"
+"""Key of a step's ``info`` that holds the env's own reward where a wrapper changed it
+(``transforms.reward_shaping``): episode returns sum it instead of the reward returned."""
 
 
 class EnvFactory(Protocol):
@@ -32,9 +46,12 @@ class EnvFactory(Protocol):
 
     The env it returns must follow the gymnasium 1.x API:
 
-    * ``observation_space``: a ``Box`` (observations are converted to float32 tensors
-      ``[B, *obs_shape]``); ``action_space``: ``Box`` (the policy acts in ``[-1, 1]`` per
-      dim, rescaled to the bounds by rlplat) or ``Discrete`` (int64 indices).
+    * ``observation_space``: a ``Box``, ``Discrete``, ``MultiDiscrete`` or ``MultiBinary``
+      (observations become tensors ``[B, *obs_shape]`` in :func:`observation_dtype`: uint8
+      images stay uint8, floats become float32), or a ``Dict`` of these (a TensorDict, one
+      entry per key; text entries need a tokenising transform first); ``action_space``:
+      ``Box`` (the policy acts in ``[-1, 1]`` per dim, rescaled to the bounds by rlplat),
+      ``Discrete`` (int64 indices), ``MultiDiscrete`` or ``MultiBinary`` (int64 vectors).
     * ``reset(seed=..., options=None) -> (observation, info)``; a given seed makes the
       episode reproducible (env i of a vector env is reset with ``seed + i``).
     * ``step(action) -> (observation, reward, terminated, truncated, info)`` with a real
@@ -69,21 +86,21 @@ class Step(NamedTuple):
     """One vector step; every tensor has leading dim B (number of envs).
 
     Attributes:
-        next_observation: ``[B, *obs_shape]`` float32, the true next observation s_{t+1}
+        next_observation: ``[B, *obs_shape]`` (an :data:`Observation`), the true next observation s_{t+1}
             (the final observation where the episode ended), transformed; it becomes
             ``("next", "observation")`` of the rollout.
         reward: ``[B, 1]`` float32 reward, transformed (e.g. scaled).
         terminated: ``[B, 1]`` bool, the MDP ended: do not bootstrap.
         truncated: ``[B, 1]`` bool, a time limit cut the episode: bootstrap.
-        observation: ``[B, *obs_shape]`` float32, the observation to act on next (the reset
+        observation: ``[B, *obs_shape]`` (an :data:`Observation`), the observation to act on next (the reset
             observation where the episode ended), transformed.
     """
 
-    next_observation: Tensor
+    next_observation: Observation
     reward: Tensor
     terminated: Tensor
     truncated: Tensor
-    observation: Tensor
+    observation: Observation
 
 
 @runtime_checkable
@@ -97,16 +114,17 @@ class VectorEnvLike(Protocol):
 
     Attributes:
         num_envs: Number of parallel envs B.
-        observation_space: The single env's observation space (a ``Box``).
-        action_space: The single env's action space (``Box`` or ``Discrete``).
+        observation_space: The single env's observation space, transforms applied.
+        action_space: The single env's action space (``Box``, ``Discrete``, ``MultiDiscrete``
+            or ``MultiBinary``).
     """
 
     num_envs: int
     observation_space: gymnasium.Space
     action_space: gymnasium.Space
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Reset every env (env i seeded ``seed + i``); returns ``[B, *obs_shape]`` float32."""
+    def reset(self, seed: int | None = None) -> Observation:
+        """Reset every env (env i seeded ``seed + i``); returns ``[B, *obs_shape]`` observations."""
         ...
 
     def step(self, action: Tensor) -> Step:
@@ -114,7 +132,8 @@ class VectorEnvLike(Protocol):
 
         Args:
             action: ``[B, action_dim]`` float32 in the policy's normalised space ``[-1, 1]``
-                (Box; clipped and rescaled to the env's bounds) or ``[B]`` int64 (Discrete).
+                (Box; clipped and rescaled to the env's bounds), ``[B]`` int64 (Discrete) or
+                ``[B, n]`` int64 (MultiDiscrete, MultiBinary).
 
         Returns:
             The :class:`Step`, transforms applied.
@@ -137,6 +156,96 @@ class VectorEnvLike(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> bool:
         """Restore :meth:`state_dict`; False when nothing could be restored."""
         ...
+
+
+def observation_dtype(space: gymnasium.Space) -> torch.dtype:
+    """The dtype rlplat keeps observations of an array space in: ``uint8`` for a Box of
+    ``uint8`` (images stay one byte per pixel in rollouts and replay; the networks scale
+    them), ``bool`` for booleans, ``int64`` for other integers (Discrete, MultiDiscrete,
+    MultiBinary, integer Boxes), ``float32`` for floating-point Boxes.
+
+    Raises:
+        TypeError: for a space without an array dtype (Text, Graph, Sequence, a Dict).
+    """
+    dtype = getattr(space, "dtype", None)
+    if dtype is None or isinstance(space, gymnasium.spaces.Dict):
+        raise TypeError(f"{space} has no array dtype")
+    kind = np.dtype(dtype).kind
+    if np.dtype(dtype) == np.uint8:
+        return torch.uint8
+    if kind == "b":
+        return torch.bool
+    if kind in "iu":
+        return torch.int64
+    if kind == "f":
+        return torch.float32
+    raise TypeError(f"{space} has dtype {dtype}, which no tensor rlplat keeps holds")
+
+
+def check_observation_space(space: gymnasium.Space, path: str = "") -> None:
+    """Raise TypeError naming the entry (``observation.<key>``) of a space whose elements no
+    tensor holds: text (gymnasium's ``Text``, MiniGrid's ``MissionSpace``), ``Graph``,
+    ``Sequence``, ``Tuple``. A ``Dict`` is checked entry by entry."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        for key, sub in space.spaces.items():
+            check_observation_space(sub, f"{path}.{key}" if path else str(key))
+        return
+    try:
+        observation_dtype(space)
+        space_shape(space)
+    except TypeError:
+        where = f"observation entry {path!r}" if path else "the observation"
+        raise TypeError(
+            f"{where} is {type(space).__name__} ({space}), which no tensor holds"
+            + (": tokenise text with transforms.tokenize" if _is_text(space) else "")
+        ) from None
+
+
+def _is_text(space: gymnasium.Space) -> bool:
+    return isinstance(space, gymnasium.spaces.Text) or type(space).__name__ == "MissionSpace"
+
+
+def observation_tensor(value: Any, space: gymnasium.Space) -> Observation:
+    """A batch of observations of ``space`` as the vector env returns them (an array
+    ``[B, *obs_shape]``, or for a ``Dict`` space a dict of such arrays) -> an
+    :data:`Observation` with batch size ``[B]``, in :func:`observation_dtype`. No copy where
+    the array already has that dtype."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        entries = {key: observation_tensor(value[key], sub) for key, sub in space.spaces.items()}
+        batch = next(iter(entries.values())).shape[:1]
+        return TensorDict(entries, batch_size=batch)
+    dtype = observation_dtype(space)
+    array = np.asarray(value)
+    target = torch.empty((), dtype=dtype).numpy().dtype
+    return torch.from_numpy(array if array.dtype == target else array.astype(target))
+
+
+def observation_zeros(space: gymnasium.Space, batch: tuple[int, ...]) -> Observation:
+    """Zeros for a batch ``batch`` of observations of ``space``, as :func:`observation_tensor`
+    gives them (storage a collector or a buffer fills)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        entries = {key: observation_zeros(sub, batch) for key, sub in space.spaces.items()}
+        return TensorDict(entries, batch_size=batch)
+    return torch.zeros(*batch, *space_shape(space), dtype=observation_dtype(space))
+
+
+def action_zeros(space: gymnasium.Space, batch: tuple[int, ...]) -> Tensor:
+    """Zeros for a batch of actions of ``space`` as policies return them: ``[*batch]`` int64
+    (Discrete), ``[*batch, n]`` int64 (MultiDiscrete, MultiBinary), ``[*batch, *shape]``
+    float32 (Box)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return torch.zeros(*batch, dtype=torch.int64)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete | gymnasium.spaces.MultiBinary):
+        return torch.zeros(*batch, *space_shape(space), dtype=torch.int64)
+    return torch.zeros(*batch, *space_shape(space))
+
+
+def observation_leaves(observation: Observation) -> list[Tensor]:
+    """The tensors of a batch of observations, in a fixed order (sorted leaf keys of a
+    TensorDict): what a collector writes into its storage one by one."""
+    if isinstance(observation, Tensor):
+        return [observation]
+    return [observation.get(key) for key in sorted(observation.keys(True, True), key=str)]
 
 
 def space_shape(space: gymnasium.Space) -> tuple[int, ...]:

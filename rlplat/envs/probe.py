@@ -7,6 +7,7 @@ and :func:`rlplat.build.build` probes it again for the spaces the networks need:
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -107,3 +108,25 @@ def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasi
         )
     probe.close()
     return spaces
+
+
+def check_renderable(env_node: Mapping[str, Any], purpose: str = "be recorded") -> None:
+    """Raise ConfigError unless the ``env`` node's entry takes a ``render_mode`` keyword, which
+    videos and pixel observations (``transforms.from_pixels``) set to ``"rgb_array"``; the
+    message says the env cannot ``purpose``.
+
+    Raises:
+        ConfigError: naming the env entry and the ``render_mode`` key; or for an unknown
+            entry name (with the known ones).
+        PluginError: when the entry's plugin fails to import.
+    """
+    name = env_node.get("name")
+    entry = ENVS.get(str(name), key="env.name")
+    parameters = inspect.signature(entry).parameters.values()
+    if any(p.name == "render_mode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    raise ConfigError(
+        f"env {name!r} cannot {purpose}: its entry takes no 'render_mode' keyword (rlplat builds the env "
+        "with render_mode='rgb_array' for that); give the entry a `render_mode: str | None = None` parameter and "
+        "pass it to gymnasium"
+    )

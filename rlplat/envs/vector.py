@@ -10,7 +10,9 @@ true next observation of every transition and, separately, the observation to ac
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,10 +24,10 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from rlplat.envs.base import Episode, Step
+from rlplat.envs.base import RAW_REWARD, Episode, Observation, Step, check_observation_space, observation_tensor
 from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
 from rlplat.registry import ConfigError
-from rlplat.transforms.base import TransformLike
+from rlplat.transforms.base import EnvTransform, TransformLike
 
 VECTORIZATION = ("sync", "async")
 
@@ -37,8 +39,13 @@ class VectorEnv:
 
     Box actions are exchanged in the policy's normalised space ``[-1, 1]`` per dim, clipped
     and rescaled here to the env's bounds (unbounded dims pass through). Discrete actions
-    are int64 indices. Finished episodes, with undiscounted returns of the raw rewards (before
-    transforms) and lengths in env steps, are recorded in ``finished``.
+    are int64 indices, MultiDiscrete and MultiBinary ones int64 vectors. Observations keep
+    their dtype (:func:`rlplat.envs.base.observation_dtype`: uint8 images stay uint8); a
+    ``Dict`` observation is a TensorDict. Finished episodes, with undiscounted returns of the
+    raw rewards (before transforms) and lengths in env steps, are recorded in ``finished``.
+
+    The :class:`rlplat.transforms.base.EnvTransform` among ``transforms`` wrap each env as it
+    is made (before vectorisation), in their order; the others map the batch afterwards.
 
     Args:
         make_env: Callable returning one ``gymnasium.Env``; or an
@@ -52,7 +59,9 @@ class VectorEnv:
             subprocess per env).
 
     Raises:
-        ConfigError: if ``num_envs`` < 1 or ``vectorization`` is unknown.
+        ConfigError: if ``num_envs`` < 1, ``vectorization`` is unknown, env transforms are
+            asked of EnvPool's envs, or an observation entry is one no tensor holds (text
+            not tokenised).
     """
 
     def __init__(
@@ -65,32 +74,27 @@ class VectorEnv:
     ) -> None:
         if num_envs < 1:
             raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
-        self.env: Any
-        if isinstance(make_env, EnvPoolTask):
-            if vectorization != "sync":
-                raise ConfigError(
-                    f"collector.vectorization={vectorization!r}: env.backend=envpool steps its envs in "
-                    "threads of its own; use sync"
-                )
-            self.env = EnvPoolVectorEnv(make_env, num_envs)
-        elif vectorization == "sync":
-            self.env = gymnasium.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
-        elif vectorization == "async":
-            with _sigint_ignored():  # by the workers: a Ctrl-C stops the run, which then closes them
-                self.env = gymnasium.vector.AsyncVectorEnv(
-                    [make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP
-                )
-        else:
-            raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
+        self.env: Any = vector_env(make_env, num_envs, transforms, vectorization)
         self.num_envs = num_envs
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        self.transforms = list(transforms)
+        try:
+            check_observation_space(self.observation_space)
+        except TypeError as error:
+            self.env.close()
+            raise ConfigError(str(error)) from None
+        self.transforms = [t for t in transforms if not isinstance(t, EnvTransform)]
         self.update_transforms = update_transforms
         self._returns = np.zeros(num_envs)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self.finished: list[Episode] = []
         self._box = isinstance(self.action_space, gymnasium.spaces.Box)
+        # MultiDiscrete and MultiBinary actions: policy index i of dim d is start[d] + i, in the space's dtype
+        self._integer_offset: np.ndarray | None = None
+        if isinstance(self.action_space, gymnasium.spaces.MultiDiscrete):
+            self._integer_offset = np.asarray(self.action_space.start)
+        elif isinstance(self.action_space, gymnasium.spaces.MultiBinary):
+            self._integer_offset = np.zeros(self.action_space.shape, dtype=np.int64)
         if isinstance(self.action_space, gymnasium.spaces.Box):  # self._box, narrowing the space
             low, high = self.action_space.low, self.action_space.high
             bounded = np.isfinite(low) & np.isfinite(high)
@@ -100,12 +104,12 @@ class VectorEnv:
             self._bounded = bounded
             self._all_bounded = bool(bounded.all())
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: int | None = None) -> Observation:
         """Reset every env; env i is seeded ``seed + i``. Returns ``[B, *obs_shape]``."""
         observation, _ = self.env.reset(seed=seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        return self._observation(_float_tensor(observation), update=self.update_transforms)
+        return self._observation(observation_tensor(observation, self.observation_space), update=self.update_transforms)
 
     def step(self, action: Tensor) -> Step:
         """Step every env with ``action`` (``[B, action_dim]`` float or ``[B]`` int64).
@@ -116,14 +120,13 @@ class VectorEnv:
         """
         observation, reward, terminated, truncated, info = self.env.step(self.to_env_action(action))
         done = terminated | truncated
-        self._returns += reward
+        self._returns += _raw_rewards(reward, info, done) if RAW_REWARD in info else reward
         self._lengths += 1
         next_observation = observation
         if np.count_nonzero(done):  # SAME_STEP autoreset: swap the true final observations back in
             ended = np.flatnonzero(done)
-            next_observation = observation.copy()
+            next_observation = _with_final(observation, ended, info["final_obs"])
             for i in ended:
-                next_observation[i] = info["final_obs"][i]
                 self.finished.append(Episode(int(i), float(self._returns[i]), int(self._lengths[i])))
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
@@ -134,9 +137,10 @@ class VectorEnv:
             for transform in self.transforms:
                 reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
         # statistics are updated once, from the observations the policy acts on next
-        observation_t = self._observation(_float_tensor(observation), update=self.update_transforms)
+        space = self.observation_space
+        observation_t = self._observation(observation_tensor(observation, space), update=self.update_transforms)
         next_observation_t = (
-            self._observation(_float_tensor(next_observation), update=False)
+            self._observation(observation_tensor(next_observation, space), update=False)
             if next_observation is not observation
             else observation_t
         )
@@ -152,7 +156,11 @@ class VectorEnv:
         """Policy action -> the env's action: Box actions clipped to [-1, 1] and rescaled."""
         env_action = (action if action.device.type == "cpu" else action.cpu()).detach().numpy()
         if not self._box:
-            return env_action
+            return (
+                env_action
+                if self._integer_offset is None
+                else (env_action + self._integer_offset).astype(self.action_space.dtype)
+            )
         scaled = env_action.clip(-1.0, 1.0).astype(self._scale.dtype, copy=False)
         scaled *= self._scale
         scaled += self._offset
@@ -198,10 +206,79 @@ class VectorEnv:
         self.finished = [Episode(*episode) for episode in state.get("finished", [])]
         return True
 
-    def _observation(self, observation: Tensor, update: bool) -> Tensor:
+    def _observation(self, observation: Observation, update: bool) -> Observation:
         for transform in self.transforms:
             observation = transform.transform_observation(observation, update=update)
         return observation
+
+
+def vector_env(
+    make_env: Callable[[], gymnasium.Env] | EnvPoolTask,
+    num_envs: int,
+    transforms: Sequence[TransformLike],
+    vectorization: str,
+) -> Any:
+    """The vector env of :class:`VectorEnv`: ``num_envs`` envs from ``make_env``, each wrapped by
+    the env transforms among ``transforms``, in gymnasium's SAME_STEP autoreset mode (or
+    EnvPool's).
+
+    Raises:
+        ConfigError: for an unknown ``vectorization``, or env transforms or ``async`` asked
+            of EnvPool's envs.
+    """
+    wrappers = tuple(t for t in transforms if isinstance(t, EnvTransform))
+    if isinstance(make_env, EnvPoolTask):
+        if wrappers:
+            names = ", ".join(type(t).__name__ for t in wrappers)
+            raise ConfigError(
+                f"env.backend=envpool: EnvPool's C++ envs take no env transforms ({names}); use env.backend=gymnasium"
+            )
+        if vectorization != "sync":
+            raise ConfigError(
+                f"collector.vectorization={vectorization!r}: env.backend=envpool steps its envs in "
+                "threads of its own; use sync"
+            )
+        return EnvPoolVectorEnv(make_env, num_envs)
+    if wrappers:
+        make_env = functools.partial(wrapped_env, make_env, wrappers)
+    if vectorization == "sync":
+        return gymnasium.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    if vectorization == "async":
+        with _sigint_ignored():  # by the workers: a Ctrl-C stops the run, which then closes them
+            return gymnasium.vector.AsyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+    raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
+
+
+def wrapped_env(make_env: Callable[[], gymnasium.Env], transforms: Sequence[EnvTransform]) -> gymnasium.Env:
+    """One env from ``make_env``, wrapped by each env transform in order."""
+    env = make_env()
+    for transform in transforms:
+        env = transform.wrap(env)
+    return env
+
+
+def _raw_rewards(reward: np.ndarray, info: Mapping[str, Any], done: np.ndarray) -> np.ndarray:
+    """The envs' own rewards where a wrapper passed them on in ``info`` (:data:`RAW_REWARD`),
+    the returned ones elsewhere; an env that ended has its last step's info in ``final_info``."""
+    raw = np.where(info.get("_" + RAW_REWARD, False), info.get(RAW_REWARD, reward), reward)
+    final = info.get("final_info")
+    if done.any() and isinstance(final, Mapping) and RAW_REWARD in final:
+        raw = np.where(final["_" + RAW_REWARD] & done, final[RAW_REWARD], raw)
+    return raw
+
+
+def _with_final(observation: Any, ended: np.ndarray, final: Any) -> Any:
+    """A copy of the batch ``observation`` (an array, or a dict of them for a ``Dict`` space)
+    with row i replaced by ``final[i]``, the true final observation, for each i in ``ended``."""
+    if isinstance(observation, dict):
+        return {
+            key: _with_final(value, ended, [None if f is None else f[key] for f in final])
+            for key, value in observation.items()
+        }
+    swapped = observation.copy()
+    for i in ended:
+        swapped[i] = final[i]
+    return swapped
 
 
 @contextlib.contextmanager
@@ -232,7 +309,8 @@ _NUMERIC = "biufc"
 def _encode(value: Any) -> tuple[bool, Any]:
     """``(True, plain data)`` for a value a checkpoint can hold without pickled objects:
     numbers, strings, None, numeric numpy arrays and scalars (as tensors), numpy generators (their
-    bit generator's state), and tuples/lists of these; ``(False, None)`` otherwise."""
+    bit generator's state), and tuples, lists and deques (a frame stack's) of these;
+    ``(False, None)`` otherwise."""
     if isinstance(value, _SCALARS):
         return True, value
     if isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC:
@@ -241,9 +319,11 @@ def _encode(value: Any) -> tuple[bool, Any]:
         return True, {"npscalar": torch.from_numpy(np.asarray(value).copy())}
     if isinstance(value, np.random.Generator):
         return True, {"generator": value.bit_generator.state}
-    if isinstance(value, (tuple, list)):
+    if isinstance(value, (tuple, list, collections.deque)):
         items = [_encode(item) for item in value]
         if all(ok for ok, _ in items):
+            if isinstance(value, collections.deque):  # a frame stack's frames
+                return True, {"deque": [item for _, item in items], "maxlen": value.maxlen}
             return True, {"tuple" if isinstance(value, tuple) else "list": [item for _, item in items]}
     return False, None
 
@@ -259,6 +339,8 @@ def _decode(value: Any, current: Any) -> Any:
         generator = current if isinstance(current, np.random.Generator) else np.random.default_rng()
         generator.bit_generator.state = value["generator"]
         return generator
+    if "deque" in value:
+        return collections.deque((_decode(item, None) for item in value["deque"]), maxlen=value["maxlen"])
     items = [_decode(item, None) for item in value.get("tuple", value.get("list")) or []]
     return tuple(items) if "tuple" in value else items
 

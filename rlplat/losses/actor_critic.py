@@ -25,7 +25,8 @@ class ActorCriticLoss(nn.Module):
 
     Args:
         observation_space: The env's single observation space (supplied by rlplat).
-        action_space: Box or Discrete (supplied by rlplat).
+        action_space: Box, Discrete, or one-dimensional MultiDiscrete or MultiBinary
+            (supplied by rlplat).
         network: Factory of the configured torso (supplied by rlplat).
         gamma: Discount factor.
         gae_lambda: GAE lambda (1 gives Monte-Carlo advantages with bootstraps).
@@ -38,6 +39,7 @@ class ActorCriticLoss(nn.Module):
 
     Attributes:
         on_policy: True: learns from the latest rollout only (a rollout buffer).
+        action_spaces: The action-space types it acts in.
         sequence_length: 1: samples are single transitions.
         in_keys: The keys of a batch the loss reads; the trainer buffers only these.
 
@@ -48,6 +50,12 @@ class ActorCriticLoss(nn.Module):
     on_policy = True
     sequence_length = 1
     in_keys: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET)
+    action_spaces = (
+        gymnasium.spaces.Box,
+        gymnasium.spaces.Discrete,
+        gymnasium.spaces.MultiDiscrete,
+        gymnasium.spaces.MultiBinary,
+    )
 
     def __init__(
         self,

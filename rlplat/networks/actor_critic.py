@@ -7,7 +7,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat.networks.base import NetworkFactory
-from rlplat.networks.heads import CategoricalHead, GaussianHead
+from rlplat.networks.heads import CategoricalHead, GaussianHead, MultiCategoricalHead
 from rlplat.registry import ConfigError
 
 
@@ -16,7 +16,8 @@ class ActorCritic(nn.Module):
 
     Args:
         observation_space: The env's single observation space.
-        action_space: ``Box`` (Gaussian head) or ``Discrete`` (categorical head).
+        action_space: ``Box`` (Gaussian head), ``Discrete`` (categorical head), or a
+            one-dimensional ``MultiDiscrete`` or ``MultiBinary`` (a categorical per dim).
         network: Factory for the configured torso given its output width.
         features: Width of each torso's output, the input of the heads.
         share_torso: One torso for both heads (as in Atari A2C) instead of two.
@@ -39,11 +40,20 @@ class ActorCritic(nn.Module):
         self.actor_torso = network(features)
         self.critic_torso = self.actor_torso if share_torso else network(features)
         if isinstance(action_space, gymnasium.spaces.Box):
-            self.head: GaussianHead | CategoricalHead = GaussianHead(features, int(action_space.shape[0]), log_std_init)
+            self.head: GaussianHead | CategoricalHead | MultiCategoricalHead = GaussianHead(
+                features, int(action_space.shape[0]), log_std_init
+            )
         elif isinstance(action_space, gymnasium.spaces.Discrete):
             self.head = CategoricalHead(features, int(action_space.n))
+        elif isinstance(action_space, gymnasium.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
+            self.head = MultiCategoricalHead(features, [int(n) for n in action_space.nvec])
+        elif isinstance(action_space, gymnasium.spaces.MultiBinary) and len(action_space.shape) == 1:
+            self.head = MultiCategoricalHead(features, [2] * int(action_space.shape[0]))
         else:
-            raise ConfigError(f"actor-critic supports Box and Discrete action spaces, got {action_space}")
+            raise ConfigError(
+                "actor-critic supports Box, Discrete, and one-dimensional MultiDiscrete and MultiBinary action "
+                f"spaces, got {action_space}"
+            )
         self.value_head = nn.Linear(features, 1)
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)

@@ -1,6 +1,9 @@
-"""Policy heads: features -> action distribution, for Box and Discrete action spaces."""
+"""Policy heads: features -> action distribution, for Box, Discrete, MultiDiscrete and
+MultiBinary action spaces."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -76,15 +79,58 @@ class CategoricalHead(nn.Module):
         else drawn by inverse-CDF sampling: the first action whose cumulative probability
         exceeds ``u ~ U[0, 1)``) and its ``[N]`` log-probability."""
         log_p = F.linear(features, self.logits.weight, self.logits.bias).log_softmax(-1)  # [N, num_actions]
-        if deterministic:
-            action = log_p.argmax(-1, keepdim=True)
-        else:
-            u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
-            last = log_p.shape[-1] - 1
-            action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=last)
-        return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
+        return sample_categorical(log_p, deterministic)
 
     def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""
         logits = F.linear(features, self.logits.weight, self.logits.bias)
         return categorical_log_prob(action, logits), categorical_entropy(logits)
+
+
+def sample_categorical(log_p: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
+    """``[N, n]`` normalised log-probabilities -> ``[N]`` int64 actions (the most probable when
+    deterministic, else by inverse-CDF sampling from one ``u ~ U[0, 1)`` per row) and their
+    ``[N]`` log-probabilities."""
+    if deterministic:
+        action = log_p.argmax(-1, keepdim=True)
+    else:
+        u = torch.rand(*log_p.shape[:-1], 1, device=log_p.device, dtype=log_p.dtype)
+        last = log_p.shape[-1] - 1
+        action = torch.searchsorted(log_p.exp().cumsum(-1), u, right=True).clamp_(max=last)
+    return action.squeeze(-1), log_p.gather(-1, action).squeeze(-1)
+
+
+class MultiCategoricalHead(nn.Module):
+    """Independent categorical distributions, one per action dim: ``MultiDiscrete(nvec)``
+    actions (dim i takes values ``0 .. nvec[i] - 1``), and ``MultiBinary(n)`` actions as n
+    categoricals over ``{0, 1}`` (a Bernoulli each). The log-probability and the entropy are
+    the sums over dims, as Stable-Baselines3's ``MultiCategoricalDistribution``.
+
+    Args:
+        in_features: Width of the torso features.
+        nvec: Number of values of each action dim.
+    """
+
+    def __init__(self, in_features: int, nvec: Sequence[int]) -> None:
+        super().__init__()
+        self.nvec = [int(n) for n in nvec]
+        self.logits = _linear(in_features, sum(self.nvec), gain=0.01)
+
+    def _logits(self, features: Tensor) -> tuple[Tensor, ...]:
+        return F.linear(features, self.logits.weight, self.logits.bias).split(self.nvec, -1)
+
+    def sample(self, features: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features -> ``[N, len(nvec)]`` int64 actions (each dim drawn as
+        :class:`CategoricalHead` draws, or its most probable value when deterministic) and
+        their ``[N]`` joint log-probability."""
+        drawn = [sample_categorical(logits.log_softmax(-1), deterministic) for logits in self._logits(features)]
+        action = torch.stack([a for a, _ in drawn], -1)
+        return action, torch.stack([log_p for _, log_p in drawn], -1).sum(-1)
+
+    def log_prob_entropy(self, features: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``[N, F]`` features, ``[N, len(nvec)]`` int64 actions -> ``[N]`` joint log-prob and
+        ``[N]`` entropy (sums over the dims)."""
+        groups = self._logits(features)
+        log_prob = torch.stack([categorical_log_prob(action[..., i], g) for i, g in enumerate(groups)], -1).sum(-1)
+        entropy = torch.stack([categorical_entropy(g) for g in groups], -1).sum(-1)
+        return log_prob, entropy

@@ -31,7 +31,8 @@ class MLP(nn.Module):
     Stable-Baselines3's default MlpPolicy.
 
     Args:
-        observation_space: A Box space; observations ``[N, *obs_shape]`` are flattened.
+        observation_space: A Box space; observations ``[N, *obs_shape]`` are flattened (and
+            made float32 when they are integers).
         out_features: Width of the output features ``[N, out_features]``.
         hidden_sizes: Widths of the hidden layers before the output layer.
         activation: One of ``tanh``, ``relu``, ``elu``, ``gelu``, ``silu``.
@@ -41,6 +42,9 @@ class MLP(nn.Module):
     Attributes:
         linears: The Linear layers, first to last (each followed by the activation).
         activation: The activation's name.
+        input_dtype: The observations' numpy dtype name; observations that are not floats
+            (a uint8 or integer Box, kept so in rollouts) are converted to float32 first.
+        float_input: Whether the observations are floats.
 
     Raises:
         ConfigError: for a non-Box space, an unknown activation or a size < 1.
@@ -77,10 +81,14 @@ class MLP(nn.Module):
         self.linears = [layer for layer in layers if isinstance(layer, nn.Linear)]
         self.activation = activation
         self._activation = FUNCTIONS[activation]
+        self.input_dtype = np.dtype(observation_space.dtype).name
+        self.float_input = np.issubdtype(observation_space.dtype, np.floating)
 
     def forward(self, observation: Tensor) -> Tensor:
         """``[N, *obs_shape]`` float32 -> ``[N, out_features]``."""
         h = observation if observation.dim() == 2 else observation.flatten(1)
+        if not self.float_input:  # uint8 or integer observations, kept so in rollouts
+            h = h.float()
         for linear in self.linears:
             h = self._activation(F.linear(h, linear.weight, linear.bias))
         return h

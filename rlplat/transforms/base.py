@@ -11,6 +11,15 @@ each is shared by the training envs (which update its statistics) and the evalua
 * :class:`TransformLike`: what the built transform provides.
 * :class:`Transform`: an identity ``nn.Module`` base to subclass; overriding one method is
   enough, and running statistics kept as buffers are checkpointed and moved with ``.to()``.
+* :class:`EnvTransform`: a transform applied inside each env, before vectorisation, as a
+  gymnasium wrapper (pixels rendered from the env, resizing, frame stacking, time limits,
+  action rescaling, text tokenisation): it may change the observation space, its dtype, and
+  the action space. rlplat applies every ``EnvTransform`` of the ``transforms`` node first,
+  in their order, then the others (over the batch of envs) in theirs.
+
+Each transform entry is built with the observation space its input has: the env's, after
+the env transforms before it; the transforms over the batch get the space after all env
+transforms.
 """
 
 from __future__ import annotations
@@ -100,3 +109,34 @@ class Transform(nn.Module):
     def transform_reward(self, reward: Tensor, done: Tensor, update: bool) -> Tensor:
         """Map ``[B, 1]`` rewards given ``[B, 1]`` bool episode ends."""
         return reward
+
+    def fit(self, env: gymnasium.Env, seed: int) -> None:
+        """Set statistics from an env before training (nothing here).
+
+        rlplat calls it once, when the run is built (not on resume, whose state comes from the
+        checkpoint), with a probe env that has every env transform applied and is not reset
+        yet; ``seed`` is the run's seed. For example observation normalisation from the
+        statistics of N random steps.
+        """
+
+
+class EnvTransform(Transform):
+    """Base of transforms applied inside each env, as gymnasium wrappers, before vectorisation.
+
+    rlplat builds the transform once with the observation space of its input (the env's, after
+    the env transforms listed before it), then calls :meth:`wrap` on every env it makes: the
+    training envs (also in subprocesses with ``collector.vectorization=async``: the transform
+    must pickle), the evaluation envs, the envs of ``rlplat-eval`` and ``rlplat-record``, and one
+    probe env from which the spaces after the transform are read. State that lives in the
+    wrapper (a frame stack, a step count) is saved with the envs' states in the checkpoint.
+
+    Attributes:
+        render_mode: The gymnasium render mode the env must be made with for this transform
+            (``"rgb_array"`` for pixels rendered from the env), or None.
+    """
+
+    render_mode: str | None = None
+
+    def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
+        """Return ``env`` wrapped (one or more gymnasium wrappers); the identity here."""
+        return env

@@ -61,31 +61,59 @@ class RunningMeanStd(torch.nn.Module):
 
 
 class ObservationNorm(Transform):
-    """Normalise observations by a running mean and std, then clip.
+    """Normalise observations by a mean and std, then clip.
 
-    ``(obs - mean) / sqrt(var + eps)`` clipped to ``[-clip, clip]``, with statistics updated
-    from every training observation (as Stable-Baselines3's VecNormalize). Observations are
-    the env adapter's CPU tensors; the arithmetic runs on numpy views of them.
+    ``(obs - mean) / sqrt(var + eps)`` clipped to ``[-clip, clip]``. The statistics are either
+    running ones, updated from every training observation (as Stable-Baselines3's
+    VecNormalize), or fixed: given in YAML (``mean``, ``std``), or gathered by :meth:`fit`
+    over ``init_steps`` env steps of random actions before training (TorchRL's
+    ``ObservationNorm.init_stats``); fixed statistics never move. Observations are the env
+    adapter's CPU tensors ``[B, *obs_shape]`` float32; the arithmetic runs on numpy views.
+
+    YAML keys: ``clip``, ``epsilon``, ``mean``, ``std``, ``init_steps``.
 
     Args:
-        observation_space: The env's single observation space (a Box).
+        observation_space: The env's single observation space (after the env transforms): a
+            Box of floats.
         clip: Bound on the normalised observation, in standard deviations.
         epsilon: Added to the variance before the square root.
+        mean: Fixed mean: a number, or a (nested) list of the observation's shape; needs ``std``.
+        std: Fixed standard deviation (> 0), a number or a list as ``mean``; needs ``mean``.
+        init_steps: Fix the statistics to those of this many env steps of uniformly random
+            actions (:meth:`fit`); None (and no ``mean``/``std``): running statistics.
 
     Raises:
-        ConfigError: if the observation space is not a Box, or ``clip`` or ``epsilon`` <= 0.
+        ConfigError: naming ``transforms.obs_norm`` if the observation space is not a Box of
+            floats (uint8 images and Dict observations: set ``transforms.obs_norm=null``), if
+            ``clip`` or ``epsilon`` <= 0, for only one of ``mean``/``std``, for values that do
+            not broadcast to the observation's shape, a std <= 0, ``init_steps`` < 1, or both
+            ``init_steps`` and ``mean``/``std``.
     """
 
-    def __init__(self, observation_space: gymnasium.Space, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+    def __init__(
+        self,
+        observation_space: gymnasium.Space,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+        mean: float | list[Any] | None = None,
+        std: float | list[Any] | None = None,
+        init_steps: int | None = None,
+    ) -> None:
         super().__init__()
-        if not isinstance(observation_space, gymnasium.spaces.Box):
-            raise ConfigError(f"transforms.obs_norm needs a Box observation space, got {observation_space}")
+        _check_float_box(observation_space)
         for key, value in (("clip", clip), ("epsilon", epsilon)):
             if value <= 0:
                 raise ConfigError(f"transforms.obs_norm.{key}={value}: must be > 0")
         self.clip = float(clip)
         self.epsilon = float(epsilon)
-        self.stats = RunningMeanStd(tuple(observation_space.shape))
+        shape = tuple(observation_space.shape or ())
+        self.stats = RunningMeanStd(shape)
+        self.init_steps = _check_init_steps(init_steps, given=mean is not None or std is not None)
+        self.fixed = mean is not None or std is not None or init_steps is not None
+        if mean is not None or std is not None:
+            mean_array, std_array = _fixed_statistics(mean, std, shape)
+            self.stats.mean.copy_(torch.from_numpy(mean_array))
+            self.stats.var.copy_(torch.from_numpy(std_array * std_array))
         self._refresh()
         self.register_load_state_dict_post_hook(lambda module, _: module._refresh())
 
@@ -95,13 +123,88 @@ class ObservationNorm(Transform):
         self._mean = mean.astype(np.float32)
         self._inv_std = np.reciprocal(np.sqrt(var, out=var), out=var).astype(np.float32)
 
+    def fit(self, env: gymnasium.Env, seed: int) -> None:
+        """Fix the statistics to the mean and variance of the observations of ``init_steps``
+        env steps of uniformly random actions (the reset observations included, the env reset
+        whenever an episode ends); nothing without ``init_steps``.
+
+        Args:
+            env: One env with every env transform applied (its observations are this
+                transform's inputs). Left as the steps left it; the caller closes it.
+            seed: Seeds the env's first reset and the action sampling.
+        """
+        if self.init_steps is None:
+            return
+        observation, _ = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        observations = [np.asarray(observation, dtype=np.float64)]
+        for _ in range(self.init_steps):
+            observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                observations.append(np.asarray(observation, dtype=np.float64))
+                observation, _ = env.reset()
+            observations.append(np.asarray(observation, dtype=np.float64))
+        samples = np.stack(observations)
+        mean, var, count = self.stats.arrays
+        mean[...] = samples.mean(0)
+        var[...] = samples.var(0)
+        count[...] = len(samples)
+        self._refresh()
+
     def transform_observation(self, observation: Tensor, update: bool) -> Tensor:
-        if update:
+        if update and not self.fixed:
             self.stats.update(observation)
             self._refresh()
         normalised = observation.numpy() - self._mean
         normalised *= self._inv_std
         return torch.from_numpy(np.clip(normalised, -self.clip, self.clip, out=normalised))
+
+
+def _check_float_box(space: gymnasium.Space) -> None:
+    """ConfigError naming ``transforms.obs_norm`` and ``space`` unless it is a Box of floats."""
+    if isinstance(space, gymnasium.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return
+    what = "uint8 pixels" if isinstance(space, gymnasium.spaces.Box) and space.dtype == np.uint8 else "not a float Box"
+    raise ConfigError(
+        f"transforms.obs_norm normalises float vectors; the observation space {space} is {what}. "
+        "Set transforms.obs_norm=null (the cnn network scales pixels itself)"
+    )
+
+
+def _check_init_steps(init_steps: int | None, given: bool) -> int | None:
+    if init_steps is None:
+        return None
+    if isinstance(init_steps, bool) or not isinstance(init_steps, int) or init_steps < 1:
+        raise ConfigError(f"transforms.obs_norm.init_steps={init_steps!r}: must be an integer >= 1, or null")
+    if given:
+        raise ConfigError(
+            f"transforms.obs_norm.init_steps={init_steps}: statistics are gathered or given (mean and std), not both"
+        )
+    return init_steps
+
+
+def _fixed_statistics(mean: Any, std: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``mean`` and ``std`` from YAML as float64 arrays of ``shape``.
+
+    Raises:
+        ConfigError: for only one given, values that are not numbers or do not broadcast to
+            ``shape``, or a std <= 0.
+    """
+    if mean is None or std is None:
+        missing = "std" if std is None else "mean"
+        raise ConfigError(f"transforms.obs_norm.{missing} is not set: fixed statistics need both mean and std")
+    arrays = []
+    for key, value in (("mean", mean), ("std", std)):
+        try:
+            arrays.append(np.broadcast_to(np.asarray(value, dtype=np.float64), shape).copy())
+        except (TypeError, ValueError) as error:
+            raise ConfigError(
+                f"transforms.obs_norm.{key}={value!r}: must be a number or a list of the observation's shape "
+                f"{list(shape)} ({error})"
+            ) from error
+    if not np.all(arrays[1] > 0):
+        raise ConfigError(f"transforms.obs_norm.std={std!r}: every std must be > 0")
+    return arrays[0], arrays[1]
 
 
 class RewardScale(Transform):

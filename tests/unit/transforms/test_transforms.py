@@ -113,5 +113,73 @@ def test_reward_clip_bounds_rewards_and_rejects_a_bound_not_above_zero():
 def test_a_transform_set_to_null_is_left_out():
     from rlplat.build import build_transforms
 
-    built = build_transforms({"obs_norm": None, "reward_clip": {"bound": 2.0}}, BOX)
+    built, _, _ = build_transforms(
+        {"obs_norm": None, "reward_clip": {"bound": 2.0}}, {"name": "gym", "id": "Pendulum-v1"}
+    )
     assert [type(t) for t in built] == [RewardClip]
+
+
+def test_observation_norm_with_given_statistics_never_moves():
+    norm = ObservationNorm(BOX, mean=[1.0, 2.0, 3.0], std=2.0, clip=100.0)
+    observation = torch.tensor([[3.0, 2.0, -1.0]])
+    expected = torch.tensor([[1.0, 0.0, -2.0]])
+    torch.testing.assert_close(norm.transform_observation(observation.clone(), update=True), expected)
+    for _ in range(5):
+        norm.transform_observation(torch.randn(16, 3) * 9, update=True)
+    torch.testing.assert_close(norm.transform_observation(observation.clone(), update=False), expected)
+    restored = ObservationNorm(BOX, mean=0.0, std=1.0)
+    restored.load_state_dict(norm.state_dict())
+    torch.testing.assert_close(restored.transform_observation(observation.clone(), update=False), expected)
+
+
+def test_observation_norm_fit_gathers_statistics_over_random_steps():
+    env = gymnasium.make("Pendulum-v1")
+    norm = ObservationNorm(env.observation_space, init_steps=50, clip=100.0)
+    norm.fit(env, seed=3)
+    probe = gymnasium.make("Pendulum-v1")  # the same steps, by their definition
+    observations = [probe.reset(seed=3)[0]]
+    probe.action_space.seed(3)
+    for _ in range(50):
+        observations.append(probe.step(probe.action_space.sample())[0])
+    samples = np.stack(observations).astype(np.float64)
+    np.testing.assert_allclose(norm.stats.mean.numpy(), samples.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(norm.stats.var.numpy(), samples.var(0), rtol=1e-12)
+    assert norm.stats.count.item() == 51
+    before = norm.stats.mean.clone()
+    norm.transform_observation(torch.ones(4, 3) * 50, update=True)  # fixed once fitted
+    torch.testing.assert_close(norm.stats.mean, before)
+    out = norm.transform_observation(torch.from_numpy(samples.astype(np.float32)), update=False)
+    assert out.mean(0).abs().max() < 1e-4 and (out.std(0, unbiased=False) - 1).abs().max() < 1e-3
+    running = ObservationNorm(env.observation_space)
+    running.fit(env, seed=3)  # nothing without init_steps
+    assert running.stats.count.item() == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize(
+    ("space", "what"),
+    [
+        (gymnasium.spaces.Box(0, 255, (4, 84, 84), np.uint8), r"Box\(0, 255, \(4, 84, 84\), uint8\) is uint8 pixels"),
+        (gymnasium.spaces.Dict({"image": gymnasium.spaces.Box(0, 255, (7, 7, 3), np.uint8)}), r"Dict\('image'"),
+        (gymnasium.spaces.Box(0, 9, (3,), np.int64), r"int64\) is not a float Box"),
+    ],
+)
+def test_observation_norm_refuses_pixels_and_dicts_saying_to_turn_it_off(space, what):
+    with pytest.raises(ConfigError, match=rf"transforms\.obs_norm .*{what}.*Set transforms\.obs_norm=null"):
+        ObservationNorm(space)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"mean": 0.0}, "transforms.obs_norm.std is not set"),
+        ({"std": 1.0}, "transforms.obs_norm.mean is not set"),
+        ({"mean": [0.0, 1.0], "std": 1.0}, r"transforms.obs_norm.mean=\[0.0, 1.0\]: .* shape \[3\]"),
+        ({"mean": 0.0, "std": [1.0, 0.0, 1.0]}, "transforms.obs_norm.std=.*every std must be > 0"),
+        ({"mean": "a", "std": 1.0}, "transforms.obs_norm.mean='a'"),
+        ({"init_steps": 0}, "transforms.obs_norm.init_steps=0: must be an integer >= 1"),
+        ({"init_steps": 10, "mean": 0.0, "std": 1.0}, "gathered or given .mean and std., not both"),
+    ],
+)
+def test_bad_fixed_statistics(kwargs, needle):
+    with pytest.raises(ConfigError, match=needle):
+        ObservationNorm(BOX, **kwargs)
