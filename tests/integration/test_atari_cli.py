@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import TINY, cli
+import pytest
+from conftest import TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
 
@@ -25,8 +26,33 @@ def test_ppo_on_pong_trains_a_shared_cnn_on_clipped_rewards_and_records_it(tmp_p
     assert run.data.metrics["train/updates"] == 4 and any(key.startswith("loss/") for key in run.data.metrics)
 
 
-def test_an_off_policy_algo_on_frames_names_the_network_keys_that_do_not_fit(tmp_path, store):
-    result = cli("rlplat-train", "algo=dqn", "env=pong", f"tracking.uri={store}", cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    assert "network.hidden_sizes=[256]: network 'cnn' has no key 'hidden_sizes'" in result.stderr
-    assert not (tmp_path / "mlflow.db").exists()
+def test_dqn_on_pong_replays_uint8_frames_stored_once(tmp_path, store):
+    result = cli(
+        "rlplat-train", "algo=dqn", "env=pong", f"tracking.uri={store}", *TINY_OFF_POLICY, "env.max_episode_steps=40",
+        "buffer.learning_starts=128", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    params = run.data.params
+    assert run.info.status == "FINISHED" and params["network.name"] == "cnn" and params["network.hidden_sizes"] == "[]"
+    assert params["buffer.frame_stack"] == "4" and params["loss.features"] == "512"
+    assert run.data.metrics["train/updates"] > 0 and any(key.startswith("loss/") for key in run.data.metrics)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_the_pong_presets_run_20k_frames(algo, tmp_path, store):
+    """The presets as published, 20k frames (DQN's updates from 5k frames instead of 100k)."""
+    start = ["buffer.learning_starts=5000"] if algo == "dqn" else []
+    result = cli(
+        "rlplat-train", f"algo={algo}", "env=pong", f"tracking.uri={store}", "trainer.total_frames=20000",
+        "trainer.eval_every_frames=20000", "trainer.eval_episodes=1", "env.max_episode_steps=2000", *start,
+        cwd=tmp_path, timeout=3000,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    client = MlflowClient(tracking_uri=store)
+    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert client.get_metric_history(run.info.run_id, "eval/return_mean")[-1].step >= 20000
+    assert run.data.metrics["train/updates"] > 0
