@@ -98,6 +98,7 @@ class VectorEnv:
         if isinstance(self.action_space, gymnasium.spaces.Box):  # self._box, narrowing the space
             low, high = self.action_space.low, self.action_space.high
             bounded = np.isfinite(low) & np.isfinite(high)
+            low, high = np.where(bounded, low, 0.0), np.where(bounded, high, 0.0)  # no inf - inf below
             # env action = clip(a, -1, 1) * scale + offset on bounded dims; a itself elsewhere
             self._scale = np.where(bounded, (high - low) / 2.0, 1.0).astype(self.action_space.dtype)
             self._offset = np.where(bounded, (high + low) / 2.0, 0.0).astype(self.action_space.dtype)

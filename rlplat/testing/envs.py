@@ -8,8 +8,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from tensordict import TensorDict
 
-from rlplat.envs.base import space_shape
+from rlplat.envs.base import check_observation_space, observation_dtype, space_shape
 from rlplat.envs.vector import VectorEnv
 from rlplat.testing._common import Entry, Subject, shape_text, subject
 
@@ -23,8 +24,9 @@ def check_env(
     unknown or missing keys fail as they would in a run) and checks:
 
     * the factory returns a ``gymnasium.Env``;
-    * ``observation_space`` is a ``Box``; ``action_space`` is a ``Box`` with one dim or a
-      ``Discrete`` (what rlplat's losses act in);
+    * ``observation_space`` is a ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``
+      or a ``Dict`` of these; ``action_space`` is a ``Box`` with one dim, a ``Discrete``, a
+      ``MultiDiscrete`` or a ``MultiBinary`` (what rlplat's losses act in);
     * ``reset(seed=seed)`` returns ``(observation, info)`` with the observation in
       ``observation_space`` and a dict info, and the same observation when reset with the
       same seed again;
@@ -32,8 +34,9 @@ def check_env(
       with the observation in the space, a finite real reward and bool ``terminated`` and
       ``truncated`` (resetting where an episode ends);
     * rlplat's env adapter (:class:`rlplat.envs.vector.VectorEnv`, ``num_envs`` copies)
-      resets and steps it, with float32 tensors ``[B, *obs_shape]``, ``[B, 1]`` rewards and
-      ``[B, 1]`` bool flags.
+      resets and steps it, with observations ``[B, *obs_shape]`` in their dtype
+      (:func:`rlplat.envs.base.observation_dtype`; a TensorDict for a ``Dict``), float32
+      ``[B, 1]`` rewards and ``[B, 1]`` bool flags.
 
     Args:
         entry: Registered env name, or the factory itself.
@@ -59,24 +62,40 @@ def check_env(
     _check_vectorised(env_entry, kwargs, seed, steps, num_envs)
 
 
-def _check_spaces(env_entry: Subject, env: gymnasium.Env) -> gymnasium.spaces.Box:
-    """Check the spaces; returns the observation space, a Box."""
+def _check_spaces(env_entry: Subject, env: gymnasium.Env) -> gymnasium.Space:
+    """Check the spaces; returns the observation space."""
     observation_space, action_space = env.observation_space, env.action_space
-    if not isinstance(observation_space, gymnasium.spaces.Box):
+    try:
+        check_observation_space(observation_space)
+    except TypeError as error:
         env_entry.fail(
-            f"observation_space is {observation_space}; rlplat needs a Box (observations become float32 "
-            "tensors [B, *obs_shape])"
+            f"observation_space is {observation_space}: {error}; rlplat takes Box, Discrete, MultiDiscrete and "
+            "MultiBinary observations, and Dicts of them"
         )
     env_entry.expect(
-        isinstance(action_space, (gymnasium.spaces.Box, gymnasium.spaces.Discrete)),
-        f"action_space is {action_space}; rlplat's losses act in a Box or a Discrete space",
+        isinstance(action_space, ACTION_SPACES),
+        f"action_space is {action_space}; rlplat's losses act in a Box, Discrete, MultiDiscrete or MultiBinary space",
     )
     if isinstance(action_space, gymnasium.spaces.Box):
         env_entry.expect(len(action_space.shape) == 1, f"action_space {action_space} must have one dim: [action_dim]")
     return observation_space
 
 
-def _in_space(env_entry: Subject, space: gymnasium.spaces.Box, observation: Any, what: str) -> None:
+ACTION_SPACES = (
+    gymnasium.spaces.Box,
+    gymnasium.spaces.Discrete,
+    gymnasium.spaces.MultiDiscrete,
+    gymnasium.spaces.MultiBinary,
+)
+"""The action spaces some built-in loss acts in."""
+
+
+def _in_space(env_entry: Subject, space: gymnasium.Space, observation: Any, what: str) -> None:
+    if not isinstance(space, gymnasium.spaces.Box):
+        env_entry.expect(
+            space.contains(observation), f"{what} returned an observation outside observation_space {space}"
+        )
+        return
     observation = np.asarray(observation)
     env_entry.expect(
         observation.shape == space.shape,
@@ -89,7 +108,14 @@ def _in_space(env_entry: Subject, space: gymnasium.spaces.Box, observation: Any,
     )
 
 
-def _check_reset(env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.spaces.Box, seed: int) -> None:
+def _same(a: Any, b: Any) -> bool:
+    """Whether two observations (arrays, or dicts of them) are equal."""
+    if isinstance(a, Mapping):
+        return isinstance(b, Mapping) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def _check_reset(env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.Space, seed: int) -> None:
     with env_entry.running(f"reset(seed={seed})"):
         result = env.reset(seed=seed)
         again = env.reset(seed=seed)
@@ -101,13 +127,13 @@ def _check_reset(env_entry: Subject, env: gymnasium.Env, observation_space: gymn
     _in_space(env_entry, observation_space, observation, "reset()")
     env_entry.expect(isinstance(info, dict), f"reset() returned info of type {type(info).__name__}, not a dict")
     env_entry.expect(
-        np.array_equal(np.asarray(observation), np.asarray(again[0])),
+        _same(observation, again[0]),
         f"reset(seed={seed}) twice gave different observations; the seed must make the episode reproducible",
     )
 
 
 def _check_steps(
-    env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.spaces.Box, seed: int, steps: int
+    env_entry: Subject, env: gymnasium.Env, observation_space: gymnasium.Space, seed: int, steps: int
 ) -> None:
     env.action_space.seed(seed)
     for step in range(steps):
@@ -141,29 +167,46 @@ def _check_vectorised(
     with env_entry.running(f"rlplat's VectorEnv ({num_envs} envs)"):
         env = VectorEnv(lambda: env_entry.build(kwargs), num_envs)
     try:
-        obs_shape = space_shape(env.observation_space)
+        space = env.observation_space
         with env_entry.running("VectorEnv.reset"):
             observation = env.reset(seed=seed)
-        _expect_tensor(env_entry, "VectorEnv.reset observation", observation, (num_envs, *obs_shape), torch.float32)
+        _expect_observation(env_entry, "VectorEnv.reset observation", observation, space, num_envs)
         generator = torch.Generator().manual_seed(seed)
         for _ in range(steps):
-            if isinstance(env.action_space, gymnasium.spaces.Discrete):
-                action = torch.randint(int(env.action_space.n), (num_envs,), generator=generator)
-            else:
-                action = torch.rand(num_envs, *space_shape(env.action_space), generator=generator) * 2 - 1
             with env_entry.running("VectorEnv.step"):
-                step = env.step(action)
+                step = env.step(_random_actions(env.action_space, num_envs, generator))
+            _expect_observation(env_entry, "VectorEnv.step next_observation", step.next_observation, space, num_envs)
+            _expect_observation(env_entry, "VectorEnv.step observation", step.observation, space, num_envs)
             for field, shape, dtype in (
-                ("next_observation", (num_envs, *obs_shape), torch.float32),
                 ("reward", (num_envs, 1), torch.float32),
                 ("terminated", (num_envs, 1), torch.bool),
                 ("truncated", (num_envs, 1), torch.bool),
-                ("observation", (num_envs, *obs_shape), torch.float32),
             ):
                 _expect_tensor(env_entry, f"VectorEnv.step {field}", getattr(step, field), shape, dtype)
         env.pop_finished()
     finally:
         env.close()
+
+
+def _random_actions(space: gymnasium.Space, num_envs: int, generator: torch.Generator) -> torch.Tensor:
+    """``num_envs`` random actions as a policy gives them (:func:`rlplat.envs.base.action_zeros`)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return torch.randint(int(space.n), (num_envs,), generator=generator)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete | gymnasium.spaces.MultiBinary):
+        high = torch.as_tensor(np.asarray(space.nvec if isinstance(space, gymnasium.spaces.MultiDiscrete) else 2))
+        return (torch.rand(num_envs, *space_shape(space), generator=generator) * high).long()
+    return torch.rand(num_envs, *space_shape(space), generator=generator) * 2 - 1
+
+
+def _expect_observation(env_entry: Subject, what: str, value: Any, space: gymnasium.Space, num_envs: int) -> None:
+    """An observation batch as :func:`rlplat.envs.base.observation_tensor` gives it: a tensor
+    ``[B, *shape]`` in :func:`rlplat.envs.base.observation_dtype`, or a TensorDict of them."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        env_entry.expect(isinstance(value, TensorDict), f"{what} is {_describe(value)}; expected a TensorDict")
+        for key, sub in space.spaces.items():
+            _expect_observation(env_entry, f"{what}[{key!r}]", value.get(key), sub, num_envs)
+        return
+    _expect_tensor(env_entry, what, value, (num_envs, *space_shape(space)), observation_dtype(space))
 
 
 def _expect_tensor(env_entry: Subject, what: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,7 +19,8 @@ from rlplat.testing._common import (
     shape_text,
     subject,
 )
-from rlplat.transforms.base import TransformLike
+from rlplat.testing.envs import check_env
+from rlplat.transforms.base import EnvTransform, TransformLike
 
 
 def check_transform(
@@ -29,6 +31,7 @@ def check_transform(
     num_envs: int = 4,
     steps: int = 8,
     seed: int = 0,
+    make_env: Callable[[], gymnasium.Env] | None = None,
 ) -> None:
     """Check a transform entry the way rlplat's env adapter and checkpoint use it.
 
@@ -45,6 +48,11 @@ def check_transform(
     * ``state_dict`` round trip: the state is a mapping ``torch.save`` can write, and a
       fresh instance loading it maps observations and rewards exactly as the original does.
 
+    An env transform (:class:`rlplat.transforms.base.EnvTransform`) is built with the
+    observation space of ``make_env``'s env instead, and checked where it acts: it pickles
+    (``collector.vectorization=async`` sends it to subprocesses), and the env it wraps passes
+    :func:`rlplat.testing.check_env` (spaces, seeded resets, steps, rlplat's env adapter).
+
     Args:
         entry: Registered transform name, or the constructor itself.
         kwargs: The YAML keyword arguments (a ``name`` key is ignored).
@@ -52,6 +60,8 @@ def check_transform(
         num_envs: B, the envs per vector step.
         steps: Vector steps fed with ``update=True``.
         seed: Seed of the inputs.
+        make_env: Makes the env an env transform wraps (made with the render mode the
+            transform needs); required for one.
 
     Raises:
         AssertionError: naming the entry and what is wrong.
@@ -62,9 +72,18 @@ def check_transform(
     def build() -> TransformLike:
         return transform_entry.build(kwargs, observation_space, key=f"transforms.{transform_entry.name}")
 
+    if make_env is not None:
+        probe = make_env()
+        observation_space = probe.observation_space
+        probe.close()
     with transform_entry.running(f"the constructor (observation_space={observation_space})"):
         transform = build()
     transform_entry.conforms(transform, TransformLike)
+    if isinstance(transform, EnvTransform):
+        transform_entry.expect(make_env is not None, "is an env transform: check it with make_env, the env it wraps")
+        assert make_env is not None
+        _check_env_transform(transform_entry, transform, make_env, seed, steps, num_envs)
+        return
 
     observation = observation_batch(observation_space, (steps, num_envs), seed) * 3.0 + 1.0
     generator = torch.Generator().manual_seed(seed)
@@ -75,6 +94,25 @@ def check_transform(
         _apply(transform_entry, transform, observation[t], reward[t], done[t], update=True)
 
     _check_state(transform_entry, transform, build, (observation[-1], reward[-1], done[-1]))
+
+
+def _check_env_transform(
+    transform_entry: Subject,
+    transform: EnvTransform,
+    make_env: Callable[[], gymnasium.Env],
+    seed: int,
+    steps: int,
+    num_envs: int,
+) -> None:
+    """An env transform pickles, and the env it wraps passes the env kit."""
+    with transform_entry.running("pickle.dumps (async vectorization sends it to subprocesses)"):
+        pickle.loads(pickle.dumps(transform))
+
+    def wrapped() -> gymnasium.Env:
+        return transform.wrap(make_env())
+
+    wrapped.__name__ = f"{transform_entry.name} over {make_env.__name__}"
+    check_env(wrapped, seed=seed, steps=steps, num_envs=num_envs)
 
 
 def _check_state(

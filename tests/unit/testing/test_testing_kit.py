@@ -54,10 +54,65 @@ SMALL = {
     ],
     ("loss", "dqn"): [{}, {"n_step": 3}],
     ("env", "atari"): [{"max_episode_steps": 30}],
+    ("env", "minigrid"): [{"keys": ["image", "direction"]}],
+    ("transform", "time_limit"): [{"max_episode_steps": 20}],
+    ("transform", "reward_shaping"): [{"function": "test_testing_kit:halve_reward"}],
+    ("transform", "resize"): [{"size": 16}],
+    ("transform", "tokenize"): [{"vocabulary": ["key", "door", "goal"]}],
 }
 """YAML kwargs per built-in, small enough for a unit test; a built-in not listed is checked
 with its defaults."""
-KIT_ARGS = {("network", "cnn"): {"observation_space": gymnasium.spaces.Box(0, 255, (2, 36, 36), np.uint8)}}
+
+
+def halve_reward(observation, action, reward, terminated):
+    """A reward function for ``transforms.reward_shaping``."""
+    return reward / 2
+
+
+def cartpole() -> gymnasium.Env:
+    return gymnasium.make("CartPole-v1")
+
+
+def pendulum() -> gymnasium.Env:
+    return gymnasium.make("Pendulum-v1")
+
+
+def rendered_cartpole() -> gymnasium.Env:
+    return gymnasium.make("CartPole-v1", render_mode="rgb_array")
+
+
+def cartpole_pixels() -> gymnasium.Env:
+    """CartPole's frames at 30 x 45, [H, W, 3] uint8: an image env for the image transforms."""
+    env = gymnasium.wrappers.AddRenderObservation(rendered_cartpole(), render_only=True)
+    return gymnasium.wrappers.ResizeObservation(env, (30, 45))
+
+
+def minigrid_mission() -> gymnasium.Env:
+    from rlplat.envs.minigrid import make_minigrid
+
+    return make_minigrid("MiniGrid-DoorKey-5x5-v0")
+
+
+KIT_ARGS = {
+    ("network", "cnn"): {"observation_space": gymnasium.spaces.Box(0, 255, (2, 36, 36), np.uint8)},
+    **{
+        ("transform", name): {"make_env": make, "steps": 20}
+        for name, make in (
+            ("from_pixels", rendered_cartpole),
+            ("to_tensor_image", cartpole_pixels),
+            ("resize", cartpole_pixels),
+            ("grayscale", cartpole_pixels),
+            ("frame_stack", cartpole),
+            ("noop_reset", cartpole),
+            ("step_counter", cartpole),
+            ("time_limit", cartpole),
+            ("clip_action", pendulum),
+            ("rescale_action", pendulum),
+            ("reward_shaping", cartpole),
+            ("tokenize", minigrid_mission),
+        )
+    },
+}
 """Further arguments of the kit's check per built-in: the inputs rlplat would give it."""
 
 
