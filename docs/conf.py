@@ -51,7 +51,7 @@ nitpick_ignore_regex = [
         r"(torch|tensordict|gymnasium|numpy|np|omegaconf|hydra|mlflow|optuna|rich|scipy|pandas|"
         r"matplotlib|filelock|importlib|collections|typing|typing_extensions|pathlib|subprocess|threading|"
         r"multiprocessing|concurrent|dataclasses|enum|argparse|logging|signal|types|abc|os|io|json|requests|"
-        r"contextlib|hydra_plugins|nn)(\..*)?",
+        r"contextlib|hydra_plugins|nn|inspect)(\..*)?",
     ),
     (r"py:.*", r"rlplat(\.\w+)*\._\w+(\..*)?"),  # private modules are not documented
     (r"py:.*", r".*\.\w+T"),  # type variables (ModuleT)

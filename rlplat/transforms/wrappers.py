@@ -2,7 +2,7 @@
 
 Each class is a :class:`rlplat.transforms.base.EnvTransform` built once, as
 ``Cls(observation_space, **yaml)`` with the observation space of its input, and applied to
-every env rlplat makes through :meth:`wrap`. Where gymnasium has a correct wrapper it is
+every env rlplat makes through :meth:`rlplat.transforms.base.EnvTransform.wrap`. Where gymnasium has a correct wrapper it is
 used as it is (``AddRenderObservation``, ``ResizeObservation``, ``GrayscaleObservation``,
 ``FrameStackObservation``, ``TimeLimit``, ``ClipAction``, ``RescaleAction``); the others
 (no-op reset, step counter with a time feature, reward shaping by a registered function)
@@ -534,6 +534,8 @@ class RescaleAction(EnvTransform):
 
 
 RewardFunction = Callable[[Any, Any, SupportsFloat, bool], SupportsFloat]
+"""``f(observation, action, reward, terminated) -> reward``: a reward function of
+``transforms.reward_shaping`` (one env's observation and action, a float reward, a bool)."""
 
 
 def resolve_reward_function(path: str) -> RewardFunction:
