@@ -2,19 +2,21 @@
 report, per pair, the interquartile mean (IQM) of the final evaluation with its 95%
 bootstrap confidence interval, how many seeds reached the threshold, and wall time.
 
-    python benchmarks/learning.py                        # every pair, seeds 0-4
+    python benchmarks/learning.py                        # every pair, seeds 0-4 (or the pair's own)
     python benchmarks/learning.py --only ppo:cartpole --seeds 0 1
 
-Each run is the plain command ``rlplat-train algo=<algo> env=<env> seed=<seed>`` (the
-tuned preset of the pair applies), recorded in the store given by --uri under the
-experiment ``learning-benchmark``. Wall time is measured around the whole command, start-up
-included. A pair passes when its IQM clears the threshold and at least --min-passing of its
-seeds do (by default 4 of 5, all of fewer). The statistics are rlplat-compare's
-(:mod:`rlplat.report`), and so are the plots it writes per env into --plots: learning
-curves over frames and wall time, final-score intervals, performance profiles. The table
-goes to --out (Markdown) and the numbers to --json; a full default run also copies the
-table into README.md and docs/benchmarks/results.md between their results markers, and
-the CartPole curves over frames into docs/images/ for that page.
+Each run is the plain command ``rlplat-train algo=<algo> env=<env> seed=<seed>`` (the tuned
+preset of the pair applies), followed by the pair's own overrides where it has some (a frame
+budget), recorded in the store given by --uri under the experiment ``learning-benchmark``. A
+pair with seeds of its own (the MuJoCo pairs, whose runs take minutes) runs those unless
+--seeds is given. Wall time is measured around the whole command, start-up included. A pair
+passes when its IQM clears the threshold and at least --min-passing of its seeds do (by
+default 4 of 5, all of fewer). The statistics are rlplat-compare's (:mod:`rlplat.report`),
+and so are the plots it writes per env into --plots: learning curves over frames and wall
+time, final-score intervals, performance profiles. The table goes to --out (Markdown) and
+the numbers to --json; a full default run also copies the table into README.md and
+docs/benchmarks/results.md between their results markers, and the CartPole curves over
+frames into docs/images/ for that page.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "learning-benchmark"
 README_START = "<!-- results: benchmarks/results.md -->"
 README_END = "<!-- end results -->"
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+"""Seeds of a pair that has none of its own, unless --seeds says otherwise."""
+RESULTS_JSON = ROOT / "benchmarks" / "results.json"
+"""The numbers behind the full table (``make bench-learning`` writes it; ``--merge`` updates it)."""
 RESULTS_PAGES = (ROOT / "README.md", ROOT / "docs" / "benchmarks" / "results.md")
 """The pages that show the full results table between the markers above."""
 
@@ -50,6 +56,13 @@ class Target:
     algo: str
     env: str
     threshold: float  # final deterministic eval/return_mean to reach
+    seeds: tuple[int, ...] | None = None  # the pair's seeds; None: --seeds (by default 0-4)
+    overrides: tuple[str, ...] = ()  # key=value overrides after the preset's, e.g. a frame budget
+
+    @property
+    def command(self) -> str:
+        """The command of one seed, as the results table shows it."""
+        return " ".join(["rlplat-train", f"algo={self.algo}", f"env={self.env}", "seed=<seed>", *self.overrides])
 
 
 TARGETS = [
@@ -62,6 +75,12 @@ TARGETS = [
     Target("ddpg", "pendulum", threshold=-200.0),
     Target("td3", "pendulum", threshold=-200.0),
     Target("sac", "pendulum", threshold=-200.0),
+    # MuJoCo (pip install 'rlplat[mujoco]'): the maximum return of 1000 within 100k frames on 3 seeds
+    Target("ppo", "inverted_pendulum", threshold=1000.0, seeds=(0, 1, 2)),
+    # SAC's 100k frames are 90k updates of 256 x 256 networks: one seed
+    Target("sac", "hopper", threshold=1000.0, seeds=(0,), overrides=("trainer.total_frames=100000",)),
+    # MiniGrid (pip install 'rlplat[minigrid]'): DoorKey-5x5 solved within the preset's 300k frames on 3 seeds
+    Target("ppo", "minigrid_doorkey", threshold=0.8, seeds=(0, 1, 2)),
 ]
 
 
@@ -100,7 +119,7 @@ class Pair:
 
 def run_one(target: Target, seed: int, uri: str) -> Run:
     """Run one seed as a fresh process; read its final evaluation back from MLflow."""
-    args = [f"algo={target.algo}", f"env={target.env}", f"seed={seed}"]
+    args = [f"algo={target.algo}", f"env={target.env}", f"seed={seed}", *target.overrides]
     script = shutil.which("rlplat-train") or str(Path(sys.executable).parent / "rlplat-train")
     start = time.perf_counter()
     completed = subprocess.run(
@@ -136,7 +155,7 @@ def summarize(target: Target, runs: list[Run], min_passing: int) -> Pair:
     return Pair(
         target.algo,
         target.env,
-        f"rlplat-train algo={target.algo} env={target.env} seed=<seed>",
+        target.command,
         target.threshold,
         len(runs),
         iqm.value,
@@ -171,22 +190,42 @@ def copy_into(table: str, page: Path) -> None:
     page.write_text(f"{head}{README_START}\n{table}{README_END}{tail}")
 
 
+def merge(pairs: list[Pair], runs: list[Run]) -> list[Pair]:
+    """Every pair of :data:`RESULTS_JSON` with ``pairs`` (and their ``runs``) in place of their
+    old rows, in the order of :data:`TARGETS`; the file is rewritten with them."""
+    saved = json.loads(RESULTS_JSON.read_text())
+    new = {(p.algo, p.env) for p in pairs}
+    kept = [Pair(**p) for p in saved["pairs"] if (p["algo"], p["env"]) not in new]
+    order = {(t.algo, t.env): i for i, t in enumerate(TARGETS)}
+    merged = sorted([*kept, *pairs], key=lambda p: order.get((p.algo, p.env), len(order)))
+    kept_runs = [r for r in saved["runs"] if (r["algo"], r["env"]) not in new]
+    results = {"pairs": [asdict(p) for p in merged], "runs": [*kept_runs, *(asdict(r) for r in runs)]}
+    RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
+    return merged
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="pairs as algo:env (default: all)")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", nargs="*", type=int, default=None, help="default: the pair's own, else 0-4")
     parser.add_argument("--min-passing", type=int, default=4, help="seeds that must reach the threshold")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 for the README's wall times)")
     parser.add_argument("--uri", default=f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}", help="MLflow tracking URI")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.md", help="Markdown table")
     parser.add_argument("--plots", type=Path, default=None, help="folder for the report per env (default: none)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help=f"put these pairs into {RESULTS_JSON.relative_to(ROOT)} (replacing their rows) and write the whole "
+        "table from it to --out, README.md and docs/benchmarks/results.md",
+    )
     args = parser.parse_args()
 
     targets = [t for t in TARGETS if args.only is None or f"{t.algo}:{t.env}" in args.only]
     if not targets:
         parser.error(f"--only {args.only}: valid pairs: {', '.join(f'{t.algo}:{t.env}' for t in TARGETS)}")
-    jobs = [(t, seed) for t in targets for seed in args.seeds]
+    jobs = [(t, seed) for t in targets for seed in (args.seeds if args.seeds is not None else t.seeds or DEFAULT_SEEDS)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         runs = list(pool.map(lambda job: run_one(job[0], job[1], args.uri), jobs))
     pairs = []
@@ -195,12 +234,12 @@ def main() -> int:
         for r in mine:
             print(f"{r.algo}:{r.env} seed {r.seed}: {r.eval_return_mean:8.1f} in {r.wall_seconds:5.1f} s", flush=True)
         pairs.append(summarize(target, mine, args.min_passing))
-    table = markdown(pairs)
+    table = markdown(merge(pairs, runs) if args.merge else pairs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table)
     print(table)
     full = args.only is None and args.out == parser.get_default("out")
-    if full:
+    if full or args.merge:
         for page in RESULTS_PAGES:  # the full default table is the README's and the results page's
             copy_into(table, page)
     if args.plots is not None:

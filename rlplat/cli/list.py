@@ -4,9 +4,11 @@
     rlplat-list --kind env   # one registry kind (env, network, ...) or config group (algo, sweep, ...)
 
 Prints, per registry kind, every registered name with the distribution it comes from
-(``rlplat`` for rlplat's own), then the YAML presets of each config group with the
-distribution that ships them, then the plugins that failed to load: each with its kind,
-name, distribution and the reason (an import error, or two distributions claiming one name).
+(``rlplat`` for rlplat's own) and, on a second line, its YAML keys with their defaults, read
+from the entry's signature without calling it (:func:`entry_keys`; the arguments rlplat
+supplies are left out); then the YAML presets of each config group with the distribution that
+ships them; then the plugins that failed to load: each with its kind, name, distribution and
+the reason (an import error, or two distributions claiming one name).
 Every plugin is imported so that failures show. The exit status is 0 even when plugins are
 broken (the listing reports them), and 2 for bad arguments.
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -31,6 +35,14 @@ from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, declared_entry_poi
 
 PIPE_WIDTH = 10_000
 """Console width when stdout is not a terminal: nothing wraps, so output can be grepped."""
+
+SET_BY_RLPLAT: dict[str, tuple[str, ...]] = {"env": ("render_mode",)}
+"""Keyword arguments of an entry that rlplat sets itself beyond those its factory protocol
+names: an env's ``render_mode`` (``"rgb_array"`` for videos and ``transforms.from_pixels``)."""
+
+NAMED = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+"""Kinds of parameters that are keys (not ``*args``, ``**kwargs``), as :func:`rlplat.registry.check_kwargs`
+counts them."""
 
 
 @dataclass
@@ -124,6 +136,95 @@ def summary(target: object) -> str:
     return first_sentence(re.sub(r":\w+:`([^`]*)`", r"\1", paragraph).replace("``", ""))
 
 
+def factory_protocols() -> dict[str, type]:
+    """Registry kind -> the ``typing.Protocol`` its entries implement (``rlplat/<kind>/base.py``),
+    whose ``__call__`` names the arguments rlplat supplies. Imported here, not at module level,
+    so that listing a preset group imports no torch."""
+    from rlplat.buffers.base import BufferFactory
+    from rlplat.collectors.base import CollectorFactory
+    from rlplat.envs.base import EnvFactory
+    from rlplat.losses.base import LossFactory
+    from rlplat.networks.base import TorsoFactory
+    from rlplat.optim.base import OptimizerFactory
+    from rlplat.transforms.base import TransformFactory
+
+    return {
+        "env": EnvFactory,
+        "transform": TransformFactory,
+        "network": TorsoFactory,
+        "collector": CollectorFactory,
+        "buffer": BufferFactory,
+        "loss": LossFactory,
+        "optimizer": OptimizerFactory,
+    }
+
+
+def supplied_arguments(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What rlplat passes to an entry of registry ``kind`` itself, never from YAML.
+
+    Read from the ``__call__`` of the kind's factory protocol (:func:`factory_protocols`): its
+    positional-only parameters are passed first, by position (a transform's
+    ``observation_space``; a loss's ``observation_space, action_space, network``), its
+    keyword-only ones by name (a collector's ``make_env, policy, total_frames, device, seed``);
+    plus :data:`SET_BY_RLPLAT` (an env's ``render_mode``).
+
+    Returns:
+        ``(names of the leading positional arguments, names of the keyword arguments)``, as
+        the protocol names them; empty for a kind without a factory protocol.
+    """
+    protocol = factory_protocols().get(kind)
+    parameters = [] if protocol is None else list(inspect.signature(protocol.__call__).parameters.values())[1:]
+    positional = tuple(p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_ONLY)
+    keywords = tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    return positional, keywords + SET_BY_RLPLAT.get(kind, ())
+
+
+def default_text(value: Any) -> str:
+    """A default value as the listing shows it: its ``repr``, a function or class by its name."""
+    if callable(value) and hasattr(value, "__qualname__"):
+        return str(value.__qualname__)
+    return repr(value)
+
+
+def yaml_parameters(kind: str, target: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The parameters of ``target``, an entry of registry ``kind``, that its YAML node sets.
+
+    Read from ``target``'s signature (nothing is called), in its order, leaving out the
+    arguments rlplat supplies (:func:`supplied_arguments`) as the YAML check of a run does
+    (:func:`rlplat.registry.check_kwargs`); a ``**kwargs`` parameter (any key) is kept, last.
+
+    Raises:
+        TypeError, ValueError: for a callable ``inspect`` cannot read a signature of.
+    """
+    parameters = list(inspect.signature(target).parameters.values())
+    positional, reserved = supplied_arguments(kind)
+    named = [p for p in parameters if p.kind in NAMED]
+    keys = [p for p in named[len(positional) :] if p.name not in reserved]
+    return keys + [p for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
+
+
+def entry_keys(kind: str, target: Callable[..., Any]) -> str:
+    """The YAML keys of an entry of registry ``kind`` with their defaults, as listed:
+    ``"k=4, padding='reset'"`` (:func:`yaml_parameters`). A key without a default is shown as
+    ``name (required)``; a ``**kwargs`` parameter as ``**kwargs``.
+
+    Returns:
+        The keys joined by ``", "``; ``"(none)"`` when the YAML sets nothing, and
+        ``"(signature not readable)"`` for a callable ``inspect`` cannot read.
+    """
+    try:
+        parameters = yaml_parameters(kind, target)
+    except (TypeError, ValueError):  # some builtins and extension types have no signature
+        return "(signature not readable)"
+    shown = []
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            shown.append(f"**{p.name}")
+        else:
+            shown.append(f"{p.name} (required)" if p.default is p.empty else f"{p.name}={default_text(p.default)}")
+    return ", ".join(shown) or "(none)"
+
+
 def short_reason(kind: str, name: str, distribution: str, error: str) -> str:
     """``error`` without the kind, name and distribution it starts with (they have columns)."""
     prefix = f"{kind} {name!r} "
@@ -139,13 +240,16 @@ def table(*columns: str) -> Table:
     return result
 
 
-def show(console: Console, title: str, rows: Table, style: str = "bold") -> None:
-    """Print ``title`` on its own line (a table title would wrap to the table's width), then ``rows``."""
-    console.print(Text(title, style=style), rows, "", sep="\n")
+def show(console: Console, title: str, rows: Table, style: str = "bold", note: str | None = None) -> None:
+    """Print ``title`` on its own line (a table title would wrap to the table's width), then
+    ``rows``, then ``note`` (dim; a caption would wrap to the table's width too)."""
+    notes = [] if note is None else [Text(note, style="dim")]
+    console.print(Text(title, style=style), rows, *notes, "", sep="\n")
 
 
 def show_entries(console: Console, kind: str) -> list[Failure]:
-    """Print the entries of registry ``kind`` (each plugin imported); returns the ones that failed."""
+    """Print the entries of registry ``kind`` (each plugin imported), each with its YAML keys under
+    its description (:func:`entry_keys`); returns the ones that failed."""
     registry = REGISTRIES[kind]
     group = GROUPS.get(kind)
     how = f"  ({group}=<name>)" if group else ""
@@ -153,12 +257,17 @@ def show_entries(console: Console, kind: str) -> list[Failure]:
     failures = []
     for entry in registry.entries():
         if entry.error is None:
-            entries.add_row(entry.name, entry.distribution, summary(entry.target))
+            assert entry.target is not None, "entries() loads every entry that has no error"
+            keys = Text(f"keys: {entry_keys(kind, entry.target)}")
+            entries.add_row(entry.name, entry.distribution, Text("\n").join([Text(summary(entry.target)), keys]))
         else:
             entries.add_row(entry.name, entry.distribution, Text("failed to load (see below)", style="red"))
             reason = short_reason(kind, entry.name, entry.distribution, entry.error)
             failures.append(Failure(kind, entry.name, entry.distribution, reason))
-    show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries)
+    supplied = [name for names in supplied_arguments(kind) for name in names]
+    note = "keys: what the YAML sets, with the defaults in code"
+    note += f"; rlplat supplies {', '.join(supplied)} itself" if supplied else ""
+    show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries, note=note)
     return failures
 
 

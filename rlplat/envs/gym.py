@@ -30,17 +30,36 @@ def make_gym(
         CliffWalking) gives them one-hot (:func:`one_hot_observations`).
 
     Raises:
-        ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``, or for a time
-            limit that is not a positive integer.
+        ConfigError: if gymnasium does not know ``id`` or rejects ``kwargs``, if the package
+            the env needs is not installed (naming rlplat's extra for it, see
+            :func:`dependency_message`), or for a time limit that is not a positive integer.
     """
     check_time_limit(max_episode_steps, "the id's registered limit")
     try:
         env = gymnasium.make(id, max_episode_steps=max_episode_steps, render_mode=render_mode, **dict(kwargs or {}))
         return one_hot_observations(env)
+    except gymnasium.error.DependencyNotInstalled as error:
+        raise ConfigError(dependency_message(id, error)) from error
     except gymnasium.error.Error as error:
         raise ConfigError(f"env.id={id!r}: {error}") from error
     except TypeError as error:
         raise ConfigError(f"env.kwargs={dict(kwargs or {})!r} rejected by {id!r}: {error}") from error
+
+
+EXTRAS = {"mujoco": "mujoco"}
+"""rlplat's extra (pyproject.toml) per package that gymnasium's envs may be missing, by the
+word gymnasium's DependencyNotInstalled message names it with (lower case)."""
+
+
+def dependency_message(id: str, error: gymnasium.error.DependencyNotInstalled) -> str:
+    """The ConfigError message for an env whose package is not installed: the pip command
+    of rlplat's extra where ``error`` names a package of :data:`EXTRAS` (gymnasium's MuJoCo
+    envs: ``pip install 'rlplat[mujoco]'``), else gymnasium's message alone."""
+    text = str(error)
+    for word, extra in EXTRAS.items():
+        if word in text.lower():
+            return f"env.id={id!r} needs the {word} package: pip install 'rlplat[{extra}]' (gymnasium: {text})"
+    return f"env.id={id!r}: {text}"
 
 
 def check_time_limit(max_episode_steps: Any, otherwise: str) -> None:

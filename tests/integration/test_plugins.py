@@ -22,6 +22,7 @@ from conftest import TINY, cli, install_distribution
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
+from rlplat.checkpoint import load_checkpoint
 from rlplat.registry import check_kwargs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -75,6 +76,7 @@ def yaml_kwargs(path: Path) -> dict:
 def test_example_entries_build_from_their_yaml_and_keep_the_contracts(example):
     from rlplat_example_plugin.envs import make_point_mass
     from rlplat_example_plugin.networks import ResidualMLP
+    from rlplat_example_plugin.transforms import ClipObservation
 
     kwargs = yaml_kwargs(example / "env" / "point_mass.yaml")
     check_kwargs("env", make_point_mass, kwargs)
@@ -96,6 +98,12 @@ def test_example_entries_build_from_their_yaml_and_keep_the_contracts(example):
     check_kwargs("network", ResidualMLP, kwargs, supplied=2)
     features = ResidualMLP(env.observation_space, 16, **kwargs)(torch.zeros(5, 4))
     assert features.shape == (5, 16) and features.dtype == torch.float32
+
+    kwargs = OmegaConf.to_container(OmegaConf.load(example / "tuned" / "ppo_point_mass.yaml"))["transforms"]
+    check_kwargs("transforms.clip_observation", ClipObservation, kwargs["clip_observation"], supplied=1)
+    clip = ClipObservation(env.observation_space, **kwargs["clip_observation"])
+    clipped = clip.transform_observation(torch.tensor([[-9.0, 0.0, 1.0, 9.0]]), update=True)
+    assert torch.equal(clipped, torch.tensor([[-3.0, 0.0, 1.0, 3.0]]))
 
 
 def test_example_yaml_keys_all_have_a_comment(example):
@@ -155,6 +163,11 @@ def test_list_shows_plugin_entries_their_presets_and_the_broken_plugin(site, tmp
     assert has_row(envs, "broken_env", "rlplat-broken-plugin", "failed")
     networks = section(out, "network entries")
     assert has_row(networks, "residual_mlp", "rlplat-example-plugin") and has_row(networks, "mlp", "rlplat")
+    transforms = section(out, "transform entries")
+    assert has_row(transforms, "clip_observation", "rlplat-example-plugin")
+    assert has_row(transforms, "obs_norm", "rlplat")
+    [clip] = [i for i, row in enumerate(transforms) if row[0] == "clip_observation"]
+    assert transforms[clip + 1] == ["keys:", "low=-5.0,", "high=5.0"]  # from its signature, observation_space left out
     assert has_row(section(out, "loss entries"), "ppo", "rlplat")
 
     assert has_row(section(out, "env presets"), "point_mass", "rlplat-example-plugin")
@@ -221,6 +234,10 @@ def test_plugin_env_network_and_tuned_preset_train_end_to_end_beside_a_broken_pl
     assert (params["env.name"], params["env.max_episode_steps"]) == ("point_mass", "50")  # plugin's env/ YAML
     assert (params["network.name"], params["network.num_blocks"]) == ("residual_mlp", "2")  # plugin's network/ YAML
     assert (params["loss.gamma"], params["loss.gae_lambda"]) == ("0.95", "0.9")  # plugin's tuned/ppo_point_mass
+    # the plugin's transform, from the same tuned preset, applied after the algo preset's obs_norm
+    assert (params["transforms.clip_observation.low"], params["transforms.clip_observation.high"]) == ("-3.0", "3.0")
+    state = load_checkpoint(Path(run.data.tags["rlplat.run_dir"]) / "checkpoints" / "final.pt")
+    assert list(state["config"]["transforms"]) == ["obs_norm", "clip_observation"] and len(state["transforms"]) == 2
     assert params["trainer.total_frames"] == "256"  # the command line still wins over the tuned preset
     assert math.isfinite(run.data.metrics["eval/return_mean"])
 

@@ -3,7 +3,8 @@
 Run with the plugin installed (``pip install -e .``, so that its entry points are visible):
 ``pytest tests/``. Each check builds the entry by its registered name from the same YAML
 keys a run would use (the plugin's own presets in ``rlplat_example_plugin/conf/``) and
-raises an AssertionError naming what is wrong.
+raises an AssertionError naming what is wrong; the transform is also checked against its
+definition.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from importlib.resources import files
 
 import gymnasium
 import numpy as np
+import pytest
+import torch
 from omegaconf import OmegaConf
 
-from rlplat.testing import check_collector, check_env, check_loss, check_network
+from rlplat.registry import ConfigError
+from rlplat.testing import check_collector, check_env, check_loss, check_network, check_transform
 
 
 def preset(group: str, name: str) -> dict:
@@ -42,3 +46,29 @@ def test_residual_mlp_trains_inside_rlplats_losses():
     network = ("residual_mlp", {"width": 16, "num_blocks": 1})
     check_loss("ppo", network=network)
     check_loss("sac", {"features": 16}, network=network)
+
+
+def test_clip_observation_transform_conforms():
+    check_transform("clip_observation", preset("tuned", "ppo_point_mass")["transforms"]["clip_observation"])
+    check_transform("clip_observation", {}, observation_space=gymnasium.spaces.Box(-1, 1, (2, 3), np.float32))
+
+
+def test_clip_observation_clips_each_entry_and_leaves_rewards():
+    from rlplat_example_plugin.transforms import ClipObservation
+
+    clip = ClipObservation(gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32), low=-1.0, high=2.0)
+    observation = torch.tensor([[-3.0, 0.5, 7.0], [2.0, -1.0, 1.999]])
+    assert torch.equal(
+        clip.transform_observation(observation, update=True), torch.tensor([[-1.0, 0.5, 2.0], [2.0, -1.0, 1.999]])
+    )
+    reward, done = torch.tensor([[5.0], [-9.0]]), torch.tensor([[False], [True]])
+    assert torch.equal(clip.transform_reward(reward, done, update=True), reward)
+
+
+def test_clip_observation_errors_name_the_key():
+    from rlplat_example_plugin.transforms import ClipObservation
+
+    with pytest.raises(ConfigError, match="transforms.clip_observation needs a Box of floats"):
+        ClipObservation(gymnasium.spaces.Box(0, 255, (4, 4), np.uint8))
+    with pytest.raises(ConfigError, match=r"transforms.clip_observation.low=1.0, high=1.0: low must be < high"):
+        ClipObservation(gymnasium.spaces.Box(-1, 1, (2,), np.float32), low=1.0, high=1.0)
