@@ -38,8 +38,7 @@ def check_transform(
     Builds the transform through the registry as rlplat does, ``(observation_space,
     **kwargs)`` under the config key ``transforms.<name>``, and checks:
 
-    * it implements :class:`rlplat.transforms.base.TransformLike` (every missing member
-      named);
+    * it implements :class:`rlplat.transforms.base.TransformLike` (every missing member named);
     * over ``steps`` vector steps with ``update=True``, ``transform_observation`` maps
       ``[B, *obs_shape]`` float32 to the same shape, float32, finite, and
       ``transform_reward`` maps ``[B, 1]`` float32 rewards (with ``[B, 1]`` bool episode
@@ -60,8 +59,7 @@ def check_transform(
         num_envs: B, the envs per vector step.
         steps: Vector steps fed with ``update=True``.
         seed: Seed of the inputs.
-        make_env: Makes the env an env transform wraps (made with the render mode the
-            transform needs); required for one.
+        make_env: Makes the env an env transform wraps (in the render mode it needs); required for one.
 
     Raises:
         AssertionError: naming the entry and what is wrong.
@@ -72,19 +70,26 @@ def check_transform(
     def build() -> TransformLike:
         return transform_entry.build(kwargs, observation_space, key=f"transforms.{transform_entry.name}")
 
-    if make_env is not None:
-        probe = make_env()
-        observation_space = probe.observation_space
-        probe.close()
+    observation_space = observation_space if make_env is None else _space_of(make_env)
     with transform_entry.running(f"the constructor (observation_space={observation_space})"):
         transform = build()
     transform_entry.conforms(transform, TransformLike)
     if isinstance(transform, EnvTransform):
-        transform_entry.expect(make_env is not None, "is an env transform: check it with make_env, the env it wraps")
-        assert make_env is not None
         _check_env_transform(transform_entry, transform, make_env, seed, steps, num_envs)
-        return
+    else:
+        _check_batches(transform_entry, transform, build, observation_space, num_envs, steps, seed)
 
+
+def _check_batches(
+    transform_entry: Subject,
+    transform: TransformLike,
+    build: Callable[[], TransformLike],
+    observation_space: gymnasium.Space,
+    num_envs: int,
+    steps: int,
+    seed: int,
+) -> None:
+    """A transform over the batch: ``steps`` vector steps with ``update=True``, then its state."""
     observation = observation_batch(observation_space, (steps, num_envs), seed) * 3.0 + 1.0
     generator = torch.Generator().manual_seed(seed)
     reward = torch.randn(steps, num_envs, 1, generator=generator) * 5.0 + 2.0
@@ -92,19 +97,29 @@ def check_transform(
     done[steps // 2, 0] = True
     for t in range(steps):
         _apply(transform_entry, transform, observation[t], reward[t], done[t], update=True)
-
     _check_state(transform_entry, transform, build, (observation[-1], reward[-1], done[-1]))
+
+
+def _space_of(make_env: Callable[[], gymnasium.Env]) -> gymnasium.Space:
+    """The observation space of the env ``make_env`` makes."""
+    env = make_env()
+    try:
+        return env.observation_space
+    finally:
+        env.close()
 
 
 def _check_env_transform(
     transform_entry: Subject,
     transform: EnvTransform,
-    make_env: Callable[[], gymnasium.Env],
+    make_env: Callable[[], gymnasium.Env] | None,
     seed: int,
     steps: int,
     num_envs: int,
 ) -> None:
     """An env transform pickles, and the env it wraps passes the env kit."""
+    transform_entry.expect(make_env is not None, "is an env transform: check it with make_env, the env it wraps")
+    assert make_env is not None
     with transform_entry.running("pickle.dumps (async vectorization sends it to subprocesses)"):
         pickle.loads(pickle.dumps(transform))
 
