@@ -35,6 +35,25 @@ RAW_REWARD = "raw_reward"
 (``transforms.reward_shaping``): episode returns sum it instead of the reward returned."""
 
 
+@runtime_checkable
+class StatefulEnv(Protocol):
+    """A gymnasium env or wrapper that gives the part of its state held in objects as plain data.
+
+    A checkpoint saves each layer of an env's wrapper chain by its attributes that are plain
+    data (numbers, arrays, random generators: :func:`rlplat.envs.vector.env_state`); a layer
+    whose state lives in other objects (MiniGrid's grid of world objects) implements this too,
+    so that a resumed run goes on from the same state.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state the attributes do not hold, as numbers, strings, lists and tensors."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into an env built the same way."""
+        ...
+
+
 class EnvFactory(Protocol):
     """An env entry: the ``env`` node's YAML keys -> one ``gymnasium.Env``.
 

@@ -8,7 +8,7 @@ once ``transforms.tokenize`` turned it into token ids).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import gymnasium
@@ -64,6 +64,7 @@ def make_minigrid(
     if not isinstance(env.unwrapped, minigrid.minigrid_env.MiniGridEnv):
         env.close()
         raise ConfigError(f"env.id={id!r} is no MiniGrid env; MiniGrid ids look like 'MiniGrid-DoorKey-5x5-v0'")
+    env = GridState(env)
     space = env.observation_space
     assert isinstance(space, gymnasium.spaces.Dict), "MiniGrid observations are Dicts"
     if keys is not None:
@@ -77,3 +78,33 @@ def make_minigrid(
     own_limit = int(cast(minigrid.minigrid_env.MiniGridEnv, env.unwrapped).max_steps)
     limit = max_episode_steps if max_episode_steps is not None else own_limit
     return gymnasium.wrappers.TimeLimit(env, limit)
+
+
+class GridState(gymnasium.Wrapper):
+    """A MiniGrid env whose grid and carried object are saved with the checkpoint
+    (:class:`rlplat.envs.base.StatefulEnv`), as MiniGrid's own codes: each cell's object,
+    colour and state (``Grid.encode``), so that a resumed run goes on in the same room. The
+    agent's position, direction, step count and random generator are plain attributes of the
+    env, saved as such."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """``grid``: ``[width, height, 3]`` uint8 codes; ``carrying``: the carried object's
+        three codes, or None."""
+        import torch
+
+        env = self.env.unwrapped
+        carrying = env.carrying  # type: ignore[attr-defined]
+        return {
+            "grid": torch.from_numpy(env.grid.encode()),  # type: ignore[attr-defined]
+            "carrying": None if carrying is None else [int(code) for code in carrying.encode()],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        from minigrid.core.grid import Grid
+        from minigrid.core.world_object import WorldObj
+
+        env = self.env.unwrapped
+        env.grid, _ = Grid.decode(state["grid"].numpy())  # type: ignore[attr-defined]
+        carrying = state["carrying"]
+        env.carrying = None if carrying is None else WorldObj.decode(*carrying)  # type: ignore[attr-defined]

@@ -24,7 +24,15 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from rlplat.envs.base import RAW_REWARD, Episode, Observation, Step, check_observation_space, observation_tensor
+from rlplat.envs.base import (
+    RAW_REWARD,
+    Episode,
+    Observation,
+    StatefulEnv,
+    Step,
+    check_observation_space,
+    observation_tensor,
+)
 from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
 from rlplat.registry import ConfigError
 from rlplat.transforms.base import EnvTransform, TransformLike
@@ -301,6 +309,9 @@ def _float_tensor(array: np.ndarray) -> Tensor:
     return torch.from_numpy(np.asarray(array, dtype=np.float32))
 
 
+OWN_STATE = "__state_dict__"
+"""Key of a layer's saved attributes under which a :class:`rlplat.envs.base.StatefulEnv` layer's
+own ``state_dict()`` is kept."""
 _SCALARS = (bool, int, float, str, type(None))
 _NUMERIC = "biufc"
 """numpy dtype kinds a tensor holds (bool, integers, floats, complex); a map of bytes (FrozenLake's
@@ -352,8 +363,9 @@ def env_state(env: gymnasium.Env) -> list[dict[str, Any]]:
     generator); renderers, spaces and other objects are left out.
 
     Enough for envs whose dynamics live in such attributes (gymnasium's classic control
-    and toy text envs, most Python envs); an env that keeps state in an outside engine
-    resumes from the data it exposes only.
+    and toy text envs, most Python envs); a layer that holds state in other objects adds it
+    by implementing :class:`rlplat.envs.base.StatefulEnv` (MiniGrid's grid); an env that keeps
+    state in an outside engine resumes from the data it exposes only.
     """
     layers = []
     layer: Any = env
@@ -365,6 +377,8 @@ def env_state(env: gymnasium.Env) -> list[dict[str, Any]]:
             ok, encoded = _encode(value)
             if ok:
                 saved[name] = encoded
+        if isinstance(layer, StatefulEnv):
+            saved[OWN_STATE] = layer.state_dict()
         layers.append(saved)
         layer = getattr(layer, "env", None) if isinstance(layer, gymnasium.Wrapper) else None
     return layers
@@ -375,5 +389,8 @@ def load_env_state(env: gymnasium.Env, layers: Sequence[Mapping[str, Any]]) -> N
     layer: Any = env
     for saved in layers:
         for name, value in saved.items():
-            setattr(layer, name, _decode(value, getattr(layer, name, None)))
+            if name != OWN_STATE:
+                setattr(layer, name, _decode(value, getattr(layer, name, None)))
+        if OWN_STATE in saved and isinstance(layer, StatefulEnv):
+            layer.load_state_dict(saved[OWN_STATE])
         layer = getattr(layer, "env", None) if isinstance(layer, gymnasium.Wrapper) else None

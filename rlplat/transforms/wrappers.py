@@ -2,9 +2,10 @@
 
 Each class is a :class:`rlplat.transforms.base.EnvTransform` built once, as
 ``Cls(observation_space, **yaml)`` with the observation space of its input, and applied to
-every env rlplat makes through :meth:`rlplat.transforms.base.EnvTransform.wrap`. Where gymnasium has a correct wrapper it is
-used as it is (``AddRenderObservation``, ``ResizeObservation``, ``GrayscaleObservation``,
-``FrameStackObservation``, ``TimeLimit``, ``ClipAction``, ``RescaleAction``); the others
+every env rlplat makes through :meth:`rlplat.transforms.base.EnvTransform.wrap`. Where
+gymnasium has a correct wrapper it is used as it is (``AddRenderObservation``,
+``ResizeObservation``, ``GrayscaleObservation``, ``FrameStackObservation``, ``TimeLimit``,
+``ClipAction``, ``RescaleAction``); the others
 (no-op reset, step counter with a time feature, reward shaping by a registered function)
 are small wrappers here. The state a wrapper keeps (a frame stack, a step count) lives in
 the wrapper's attributes, where :func:`rlplat.envs.vector.env_state` finds it.

@@ -253,13 +253,6 @@ def test_minigrid_with_its_mission_trains_end_to_end(tmp_path, store):
     assert "agent.actor_torso.encoders.mission.gru.weight_ih_l0" in state["loss"]
 
 
-MINIGRID_RESUME_BUG = (
-    "a checkpoint holds an env's plain-data attributes only (rlplat.envs.vector.env_state): MiniGrid's grid of "
-    "WorldObj objects is not saved, so the resumed agent's position does not fit the grid and minigrid's Grid.get "
-    "fails an assert in the first step"
-)
-
-
 @pytest.mark.slow
 def test_minigrid_with_its_mission_evaluation_is_reproduced_and_a_resume_ends_with_the_same_weights(tmp_path, store):
     pytest.importorskip("minigrid")
@@ -267,7 +260,5 @@ def test_minigrid_with_its_mission_evaluation_is_reproduced_and_a_resume_ends_wi
     assert evaluate(store, run, tmp_path) == final
     uninterrupted = load_checkpoint(run_dir / "checkpoints" / "final.pt")["loss"]
     result = resume_from_the_middle(store, run_dir, tmp_path)
-    if result.returncode != 0 and "minigrid/core/grid.py" in result.stderr:
-        pytest.xfail(MINIGRID_RESUME_BUG)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_weights(load_checkpoint(run_dir / "checkpoints" / "final.pt")["loss"], uninterrupted)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import gymnasium
 import numpy as np
 import pytest
@@ -107,3 +109,27 @@ def test_box_actions_are_clipped_and_rescaled_to_the_bounds():
 def test_bad_vectorization_is_a_config_error():
     with pytest.raises(ConfigError, match="collector.vectorization='threads'"):
         VectorEnv(lambda: gymnasium.make("CartPole-v1"), 1, vectorization="threads")
+
+
+def test_a_minigrid_env_restored_from_its_state_goes_on_as_the_original():
+    """MiniGrid's grid lives in world objects: its GridState layer saves it as codes, so that the
+    restored env (a fresh one, reset with another seed: another room) steps as the original."""
+    pytest.importorskip("minigrid")
+    from rlplat.envs.minigrid import make_minigrid
+    from rlplat.envs.vector import env_state, load_env_state
+
+    original = make_minigrid("MiniGrid-DoorKey-5x5-v0", keys=["image", "direction"])
+    original.reset(seed=3)
+    for action in (0, 2, 2, 1, 3, 2):  # turn, forward, ..., pick up
+        original.step(action)
+    buffer = io.BytesIO()
+    torch.save(env_state(original), buffer)  # as a checkpoint holds it: plain data and tensors
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
+    restored = make_minigrid("MiniGrid-DoorKey-5x5-v0", keys=["image", "direction"])
+    restored.reset(seed=11)
+    load_env_state(restored, saved)
+    for action in (2, 5, 1, 2, 2, 0, 2):
+        a, b = original.step(action), restored.step(action)
+        np.testing.assert_array_equal(a[0]["image"], b[0]["image"])
+        assert a[0]["direction"] == b[0]["direction"] and a[1:4] == b[1:4]
