@@ -114,7 +114,8 @@ class SyncCollector:
         if self._observation is None:
             self._observation = self.env.reset(seed=self._reset_seed)
         actions, log_probs, rewards, terminated, truncated, done = self._arrays
-        observations, next_observations = self._observation_arrays, self._next_observation_arrays
+        entries = isinstance(self._storage.get(keys.OBSERVATION), TensorDict)  # a Dict space: one array per key
+        observations, next_observations = self._observation_arrays[0], self._next_observation_arrays[0]
         # the parameters stay as they are until this returns: what derives from them is computed once
         act, step_envs, device = act_function(self.policy), self.env.step, self.device
         on_cpu = device.type == "cpu"
@@ -122,12 +123,13 @@ class SyncCollector:
         for t in range(self.rollout_shape[0]):
             action, log_prob = act(observation if on_cpu else observation.to(device, non_blocking=True))
             step = step_envs(action)
-            for array, leaf in zip(observations, observation_leaves(observation)):
-                array[t] = leaf.numpy()
+            if entries:
+                self._write_entries(t, observation, step.next_observation)
+            else:
+                observations[t] = observation.numpy()
+                next_observations[t] = step.next_observation.numpy()
             actions[t] = (action if on_cpu else action.cpu()).numpy()
             log_probs[t] = (log_prob if on_cpu else log_prob.cpu()).numpy()
-            for array, leaf in zip(next_observations, observation_leaves(step.next_observation)):
-                array[t] = leaf.numpy()
             rewards[t] = step.reward.numpy()
             terminated[t] = step.terminated.numpy()
             truncated[t] = step.truncated.numpy()
@@ -137,6 +139,13 @@ class SyncCollector:
         self.frames += self.frames_per_batch
         rollout = self._storage.clone()
         return rollout if on_cpu else rollout.to(device, non_blocking=True)
+
+    def _write_entries(self, t: int, observation: Observation, next_observation: Observation) -> None:
+        """Write step ``t``'s observations of a Dict space, entry by entry."""
+        for array, leaf in zip(self._observation_arrays, observation_leaves(observation)):
+            array[t] = leaf.numpy()
+        for array, leaf in zip(self._next_observation_arrays, observation_leaves(next_observation)):
+            array[t] = leaf.numpy()
 
     def pop_finished(self) -> list[Episode]:
         """Episodes (raw undiscounted return, length in env steps) finished since last call."""

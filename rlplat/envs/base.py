@@ -14,7 +14,7 @@ Shapes use ``B`` for the number of parallel envs; key names are those of :mod:`r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
@@ -229,14 +229,22 @@ def observation_tensor(value: Any, space: gymnasium.Space) -> Observation:
     ``[B, *obs_shape]``, or for a ``Dict`` space a dict of such arrays) -> an
     :data:`Observation` with batch size ``[B]``, in :func:`observation_dtype`. No copy where
     the array already has that dtype."""
+    return observation_converter(space)(value)
+
+
+def observation_converter(space: gymnasium.Space) -> Callable[[Any], Observation]:
+    """:func:`observation_tensor` for ``space``, with what depends on the space alone worked out
+    once: the env adapter converts every step's observations with it."""
     if isinstance(space, gymnasium.spaces.Dict):
-        entries = {key: observation_tensor(value[key], sub) for key, sub in space.spaces.items()}
-        batch = next(iter(entries.values())).shape[:1]
-        return TensorDict(entries, batch_size=batch)
-    dtype = observation_dtype(space)
-    array = np.asarray(value)
-    target = torch.empty((), dtype=dtype).numpy().dtype
-    return torch.from_numpy(array if array.dtype == target else array.astype(target))
+        converters = {key: observation_converter(sub) for key, sub in space.spaces.items()}
+
+        def convert_dict(value: Any) -> Observation:
+            entries = {key: convert(value[key]) for key, convert in converters.items()}
+            return TensorDict(entries, batch_size=next(iter(entries.values())).shape[:1])
+
+        return convert_dict
+    target = torch.empty((), dtype=observation_dtype(space)).numpy().dtype
+    return lambda value: torch.from_numpy(np.asarray(value, dtype=target))
 
 
 def observation_zeros(space: gymnasium.Space, batch: tuple[int, ...]) -> Observation:

@@ -31,7 +31,7 @@ from rlplat.envs.base import (
     StatefulEnv,
     Step,
     check_observation_space,
-    observation_tensor,
+    observation_converter,
 )
 from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
 from rlplat.registry import ConfigError
@@ -91,6 +91,7 @@ class VectorEnv:
         except TypeError as error:
             self.env.close()
             raise ConfigError(str(error)) from None
+        self._to_tensor = observation_converter(self.observation_space)
         self.transforms = [t for t in transforms if not isinstance(t, EnvTransform)]
         self.update_transforms = update_transforms
         self._returns = np.zeros(num_envs)
@@ -118,7 +119,7 @@ class VectorEnv:
         observation, _ = self.env.reset(seed=seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        return self._observation(observation_tensor(observation, self.observation_space), update=self.update_transforms)
+        return self._observation(self._to_tensor(observation), update=self.update_transforms)
 
     def step(self, action: Tensor) -> Step:
         """Step every env with ``action`` (``[B, action_dim]`` float or ``[B]`` int64).
@@ -146,10 +147,9 @@ class VectorEnv:
             for transform in self.transforms:
                 reward_t = transform.transform_reward(reward_t, done_t, update=self.update_transforms)
         # statistics are updated once, from the observations the policy acts on next
-        space = self.observation_space
-        observation_t = self._observation(observation_tensor(observation, space), update=self.update_transforms)
+        observation_t = self._observation(self._to_tensor(observation), update=self.update_transforms)
         next_observation_t = (
-            self._observation(observation_tensor(next_observation, space), update=False)
+            self._observation(self._to_tensor(next_observation), update=False)
             if next_observation is not observation
             else observation_t
         )
