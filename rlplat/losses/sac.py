@@ -16,7 +16,7 @@ from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
 from rlplat.networks.exploration import SquashedGaussianPolicy
-from rlplat.networks.q import ContinuousQEnsemble, state_action_space
+from rlplat.networks.q import ContinuousQEnsemble, encodes_observations, state_action_space
 from rlplat.registry import ConfigError
 
 
@@ -75,9 +75,12 @@ class SACLoss(nn.Module):
         if num_critics < 1:
             raise ConfigError(f"loss.num_critics={num_critics}: must be at least 1")
         action_dim = int(action_space.shape[0])
-        critic_space = state_action_space(observation_space, action_space)
         self.actor = SquashedGaussianActor(network, action_dim, features)
-        self.critics = ContinuousQEnsemble(lambda out: network(out, critic_space), num_critics, features)
+        if encodes_observations(observation_space):  # images, dictionaries: encoded, then the action joins
+            self.critics = ContinuousQEnsemble(network, num_critics, features, action_dim)
+        else:
+            critic_space = state_action_space(observation_space, action_space)
+            self.critics = ContinuousQEnsemble(lambda out: network(out, critic_space), num_critics, features)
         self.critics_target = frozen_copy(self.critics)
         self.policy = SquashedGaussianPolicy(self.actor, action_dim, warmup_frames)
         self.log_alpha = nn.Parameter(torch.tensor(float(alpha_init)).log(), requires_grad=learn_alpha)

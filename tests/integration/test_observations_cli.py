@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, cli, install_distribution
+from conftest import TINY, TINY_OFF_POLICY, cli, install_distribution
 from mlflow import MlflowClient
 
 from rlplat.checkpoint import load_checkpoint
@@ -227,6 +227,32 @@ def test_cartpole_from_pixels_evaluation_is_reproduced_and_a_resume_ends_with_th
     result = resume_from_the_middle(store, run_dir, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_weights(load_checkpoint(run_dir / "checkpoints" / "final.pt")["loss"], uninterrupted)
+
+
+PENDULUM_PIXELS = [
+    "algo=sac",
+    "env=pendulum",
+    "network=cnn",
+    "+transforms.from_pixels={}",
+    "+transforms.grayscale={}",
+    "+transforms.resize={size:64}",
+    "+transforms.frame_stack={k:3}",
+]
+"""SAC on Pendulum from its rendered frames: Box actions, image observations."""
+
+
+def test_sac_learns_from_pixels_with_critics_that_encode_the_frames_first(tmp_path, store):
+    """A continuous critic over images encodes the frames with the CNN, then takes the action
+    (it cannot concatenate an action to a [3, 64, 64] stack); the replay keeps the frames uint8."""
+    pytest.importorskip("pygame")
+    overrides = [*PENDULUM_PIXELS, *TINY_OFF_POLICY, "env.max_episode_steps=40", "loss.warmup_frames=64"]
+    run, final, run_dir = train(overrides, tmp_path, store)
+    assert math.isfinite(final) and float(run.data.metrics["train/updates"]) > 0
+    state = load_checkpoint(run_dir / "checkpoints" / "final.pt")
+    assert tuple(state["loss"]["critics.critics.0.torso.layers.0.weight"].shape) == (32, 3, 8, 8)
+    features = int(run.data.params["loss.features"])
+    assert tuple(state["loss"]["critics.critics.0.hidden.weight"].shape) == (features, features + 1)  # then the action
+    assert state["buffer"]["storage"]["observation"].dtype == torch.uint8
 
 
 SHORT_EPISODES = ["env.max_episode_steps=50"]
