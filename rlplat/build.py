@@ -280,7 +280,8 @@ def build_transforms(
         for name, kwargs in chosen:
             if not wraps[name]:
                 built[name] = _build_transform(name, kwargs, observation_space)
-                built[name].fit(probe, seed)
+                if isinstance(built[name], Transform):  # a TransformLike of a plugin need not have fit
+                    built[name].fit(probe, seed)
     finally:
         probe.close()
     return tuple(built[name] for name, _ in chosen), observation_space, action_space
