@@ -6,7 +6,10 @@ Shapes, with ``T`` time steps, ``B`` parallel environments and ``N`` samples:
 
 * A rollout from a collector has batch size ``[T, B]`` (time first).
 * A sample from a buffer has batch size ``[N]``.
-* ``OBSERVATION``: ``[*batch, *obs_shape]``, float32.
+* ``OBSERVATION``: ``[*batch, *obs_shape]`` in the observation space's dtype
+  (:func:`rlplat.envs.base.observation_dtype`: float32 for float vectors, uint8 for images,
+  int64 for discrete codes and token ids), or for a ``Dict`` observation space a TensorDict
+  of batch size ``batch``, one entry per key, each in its own dtype.
 * ``ACTION``: ``[*batch, action_dim]`` float32 for Box actions (in the policy's
   normalised space, see :mod:`rlplat.networks.heads`), ``[*batch]`` int64 for Discrete.
 * ``ACTION_LOG_PROB``: ``[*batch]`` float32 (no trailing dim, as in TorchRL).

@@ -14,11 +14,12 @@ the same rollout, so the trainer and the losses never know which one ran.
 Keys, shapes and dtypes of a rollout (names from :mod:`rlplat.keys`; ``A`` the Box action
 dim, ``*obs`` the observation shape):
 
-* ``observation``: ``[T, B, *obs]`` float32, s_t, transformed.
+* ``observation``: ``[T, B, *obs]`` (float32 vectors, uint8 images, int64 codes; a
+  TensorDict of entries for a ``Dict`` space: :data:`rlplat.envs.base.Observation`), s_t, transformed.
 * ``action``: ``[T, B, A]`` float32 in the policy's normalised space ``[-1, 1]`` (Box), or
   ``[T, B]`` int64 (Discrete): a_t as the policy returned it.
 * ``action_log_prob``: ``[T, B]`` float32, log pi(a_t | s_t) when acting.
-* ``("next", "observation")``: ``[T, B, *obs]`` float32, the true s_{t+1}, also on the
+* ``("next", "observation")``: ``[T, B, *obs]``, as ``observation``, the true s_{t+1}, also on the
   last step of an episode (never the reset observation of the next one).
 * ``("next", "reward")``: ``[T, B, 1]`` float32, r_{t+1}, transformed.
 * ``("next", "terminated")``: ``[T, B, 1]`` bool, the MDP ended: no bootstrap.
@@ -58,7 +59,9 @@ class Policy(Protocol):
         explores nor counts.
 
         Args:
-            observation: ``[N, *obs_shape]`` float32, on the policy's device.
+            observation: ``[N, *obs_shape]`` (an :data:`rlplat.envs.base.Observation`: a
+                tensor in the space's dtype, or a TensorDict of a ``Dict`` space's entries),
+                on the policy's device.
             deterministic: Take the mode of the action distribution instead of sampling.
 
         Returns:

@@ -34,7 +34,8 @@ class LossFactory(Protocol):
 
     rlplat supplies the first three arguments, positionally:
 
-    * ``observation_space``: the env's single observation space (a ``Box``);
+    * ``observation_space``: the env's single observation space, transforms applied (a
+      ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a ``Dict`` of these);
     * ``action_space``: the env's single action space, ``Box`` or ``Discrete``; a loss
       that acts in only some declares them in a class attribute ``action_spaces`` (a tuple
       of space types, read before construction; default both), so a bad pairing such as

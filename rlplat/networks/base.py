@@ -24,7 +24,7 @@ class TorsoFactory(Protocol):
 
     rlplat supplies the first two arguments, positionally:
 
-    * ``observation_space``: the space of the torso's input, a ``Box``: the env's single
+    * ``observation_space``: the space of the torso's input: the env's single
       observation space (after transforms, same shape), or for a continuous critic the flat
       ``Box`` of ``concat(observation, action)`` (:func:`rlplat.networks.q.state_action_space`);
     * ``out_features``: the width the heads read (the loss's ``features`` key).
@@ -34,8 +34,9 @@ class TorsoFactory(Protocol):
     valid ones). A loss may call the factory several times (actor, critic, target copies);
     each call builds fresh parameters.
 
-    The module returned maps observations ``[N, *obs_shape]`` float32 to features
-    ``[N, out_features]`` float32 on the device of its parameters, for any N >= 1
+    The module returned maps observations ``[N, *obs_shape]`` (a tensor in the space's dtype:
+    float32 vectors, uint8 images, int64 codes; a TensorDict of entries for a ``Dict`` space)
+    to features ``[N, out_features]`` float32 on the device of its parameters, for any N >= 1
     (no per-batch statistics: a single env's observation must work), and passes gradients
     to its parameters.
 

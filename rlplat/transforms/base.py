@@ -61,12 +61,13 @@ class TransformLike(Protocol):
         """Map observations.
 
         Args:
-            observation: ``[B, *obs_shape]`` float32, the envs' (already transformed by the
-                earlier transforms) observations.
+            observation: ``[B, *obs_shape]``, the envs' observations (already transformed
+                by the earlier transforms); float32 for the built-in transforms over the
+                batch, which refuse other spaces at construction.
             update: Whether running statistics may be updated from this batch.
 
         Returns:
-            ``[B, *obs_shape]`` float32.
+            ``[B, *obs_shape]``, of the input's dtype.
         """
         ...
 
