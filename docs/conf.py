@@ -63,7 +63,7 @@ nitpick_ignore_regex = [
         r"LRScheduler|EntryPoint|EntryPoints|Traversable|Console|Table|Text|Figure|Axes|Queue|Event|Process|"
         r"Thread|Lock|FileLock|Popen|CompletedProcess|TracebackType|FrameType|ModuleType|Trial|Study|"
         r"TrialState|MlflowClient|MlflowException|Run|RunInfo|Experiment|int|float|str|bool|bytes|None|object|type|tuple|"
-        r"list|dict|set|frozenset|Exception|BaseException|KeyboardInterrupt)",
+        r"list|dict|set|frozenset|Exception|BaseException|KeyboardInterrupt|WrapperObsType|WrapperActType|ObsType|ActType)",
     ),
 ]
 
