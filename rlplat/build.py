@@ -37,11 +37,10 @@ from rlplat.collectors.base import Collector
 from rlplat.envs.base import check_observation_space
 from rlplat.envs.pool import EnvPoolTask
 from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs too
-    build_env,
     check_renderable,
     entry_node,
     env_backend,
-    env_spaces,
+    probe_env,
 )
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
@@ -249,7 +248,7 @@ def build_transforms(
         ConfigError: for a name no transform is registered as (the key is the name itself,
             ``transforms.<name>``), listing those that are; a transform that cannot take its
             input; an env that cannot render for ``from_pixels``; an observation entry no
-            tensor holds (text not tokenised); or as :func:`rlplat.envs.probe.env_spaces`.
+            tensor holds (text not tokenised); or as :func:`rlplat.envs.probe.probe_env`.
     """
     names = TRANSFORMS.names()
     for name in node:
@@ -260,12 +259,11 @@ def build_transforms(
     chosen = [(name, kwargs) for name, kwargs in node.items() if kwargs is not None]
     wraps = {name: _wraps_env(name) for name, _ in chosen}
     renders = [name for name, _ in chosen if wraps[name] and _render_mode(name) is not None]
-    env_spaces(env_node)  # the env alone first: its own errors in its own words
     probe_node = dict(env_node)
     if renders:
         check_renderable(env_node, f"render pixels for transforms.{renders[0]}")
         probe_node["render_mode"] = _render_mode(renders[0])
-    probe = build_env(probe_node)
+    probe = probe_env(probe_node)  # the one env a run builds to read the spaces
     built: dict[str, Transform] = {}
     try:
         for name, kwargs in chosen:

@@ -197,7 +197,7 @@ def check_same_spaces(trained: Mapping[str, Any], given: Mapping[str, Any], over
     Raises:
         ConfigError: naming the overrides and both envs' spaces.
     """
-    from rlplat.build import env_spaces
+    from rlplat.envs.probe import env_spaces
 
     def signature(space: Any) -> tuple[Any, ...]:
         return type(space).__name__, space.shape, getattr(space, "n", None)

@@ -78,6 +78,24 @@ def build_env(env_node: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{which} failed to build: {type(error).__name__}: {error}") from error
 
 
+def probe_env(env_node: Mapping[str, Any]) -> gymnasium.Env:
+    """One env built from the ``env`` node (which may add ``render_mode``), checked as a run
+    needs it: with ``env.backend=envpool``, EnvPool installed and the id one of its envs.
+
+    Raises:
+        ConfigError: as :func:`build_env`; for an unknown ``env.backend``, or with
+            ``envpool`` a node EnvPool cannot run.
+        PluginError: when the env's plugin fails to import, or its entry returns something
+            that is not a ``gymnasium.Env``.
+    """
+    if env_backend(env_node) == "envpool":
+        EnvPoolTask.from_node(env_node)  # installed, and the id is one of EnvPool's
+    probe = build_env(env_node)
+    if not isinstance(probe, gymnasium.Env):
+        raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
+    return probe
+
+
 def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasium.Space, gymnasium.Space]:
     """The single env's observation and action spaces, read from one probe env.
 
@@ -94,11 +112,7 @@ def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasi
         PluginError: when the env's plugin fails to import, or its entry returns something
             that is not a ``gymnasium.Env``.
     """
-    if env_backend(env_node) == "envpool":
-        EnvPoolTask.from_node(env_node)  # installed, and the id is one of EnvPool's
-    probe = build_env(env_node)
-    if not isinstance(probe, gymnasium.Env):
-        raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
+    probe = probe_env(env_node)
     spaces = probe.observation_space, probe.action_space
     if warn and probe.spec is not None and probe.spec.max_episode_steps is None:
         print(
