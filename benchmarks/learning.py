@@ -175,8 +175,10 @@ def markdown(pairs: list[Pair]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     for p in pairs:
+        digits = 3 if abs(p.threshold) < 10 else 1  # returns in [0, 1] (MiniGrid) keep three decimals
         lines.append(
-            f"| `{p.command}` | {p.seeds} | {p.frames:,} | {p.iqm:.1f} [{p.iqm_low:.1f}, {p.iqm_high:.1f}] "
+            f"| `{p.command}` | {p.seeds} | {p.frames:,} | {p.iqm:.{digits}f} [{p.iqm_low:.{digits}f}, "
+            f"{p.iqm_high:.{digits}f}] "
             f"| {p.threshold:g} | {p.reached} of {p.seeds} | {p.wall_seconds:.1f} | {'yes' if p.passed else 'no'} |"
         )
     return "\n".join(lines) + "\n"

@@ -83,5 +83,5 @@ def test_ppo_solves_minigrid_doorkey_on_every_seed(tmp_path):
     55 of the 250 steps)."""
     pytest.importorskip("minigrid")
     summary = benchmark("ppo:minigrid_doorkey", tmp_path)
-    assert summary["seeds"] == 3 and summary["frames"] == 300_000
+    assert summary["seeds"] == 3 and summary["frames"] >= 300_000  # whole rollouts of 2048 frames
     assert summary["reached"] == 3 and summary["passed"], summary
