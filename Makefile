@@ -18,7 +18,7 @@ TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 # installable here), each in a virtualenv of its own (.venv-compat-<version>)
 COMPAT_TORCH ?= 2.11.0 2.14.1
 
-.PHONY: install install-dev train test test-all test-compat lint docs docs-serve ui bench bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
+.PHONY: install install-dev train test test-all test-compat lint docs docs-serve ui bench bench-replay bench-learning bench-sweeps bench-peers bench-peers-cuda docs-images clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,9 @@ ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:50
 bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input (medians)
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/bad_input.py
+
+bench-replay: $(DEV_STAMP)  ## resident memory of DQN's replay of 100k Pong transitions (each frame stored once)
+	$(BIN)/python benchmarks/replay_memory.py
 
 bench-learning: $(STAMP)  ## rerun the results table (README, docs/benchmarks/results.md: 5 seeds per pair) and its plots
 	$(BIN)/python benchmarks/learning.py --plots benchmarks/report --json benchmarks/results.json

@@ -128,6 +128,14 @@ class ReplayBuffer:
         self._flat_arrays = [leaf.numpy() for leaf in self._flat] if self._flat[0].device.type == "cpu" else []
         self._writable = [leaf.numpy() if leaf.device.type == "cpu" else leaf for leaf in leaves]
 
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes of the storage allocated at the first :meth:`extend` (0 before), for every
+        transition it can hold; final frames kept aside (``frame_stack``) not counted."""
+        if self._storage is None:
+            return 0
+        return sum(int(leaf.numel()) * int(leaf.element_size()) for leaf in self._flat)
+
     def __len__(self) -> int:
         """Transitions held, in frames."""
         return 0 if self._storage is None else self._rows * self._storage.batch_size[1]

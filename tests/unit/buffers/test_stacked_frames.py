@@ -93,6 +93,9 @@ def test_samples_carry_both_stacks_and_store_each_frame_once(sequence_length):
     stored = buffer._storage
     assert keys.OBSERVATION not in stored and keys.NEXT_OBSERVATION not in stored.keys(True)
     assert stored.get(FRAME).shape == (64, B, 4)  # one frame per step and env
+    plain = ReplayBuffer((T, B), capacity=64 * B, batch_size=32, learning_starts=0, sequence_length=sequence_length)
+    plain.extend(rollouts(1)[0])
+    assert buffer.storage_bytes < plain.storage_bytes / 2  # 2 stacks of 4 frames per step: 1 frame
 
 
 def test_the_stacked_buffer_resumes_with_its_final_frames():
