@@ -451,6 +451,54 @@ class TimeLimit(EnvTransform):
         return gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
 
 
+class MaskObservation(EnvTransform):
+    """Keep chosen entries of a vector observation, dropping the others: ``[n] -> [len(keep)]``,
+    dtype and bounds of the kept entries kept. CartPole without its velocities
+    (``keep: [0, 2]``, cart position and pole angle) is the standard partially observed task:
+    a policy must remember to act well.
+
+    YAML keys: ``keep``.
+
+    Args:
+        observation_space: A one-dimensional Box.
+        keep: Indices of the entries kept, in the order given, each once.
+
+    Raises:
+        ConfigError: for an observation that is not a one-dimensional Box, or indices that are
+            not distinct integers in ``[0, n)``, naming ``transforms.mask_observation``.
+    """
+
+    def __init__(self, observation_space: gymnasium.Space, keep: Sequence[int]) -> None:
+        super().__init__()
+        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
+            raise ConfigError(
+                "transforms.mask_observation needs a vector observation (a one-dimensional Box), "
+                f"got {observation_space}"
+            )
+        n = int(observation_space.shape[0])
+        indices = list(keep)
+        if (
+            not indices
+            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in indices)
+            or len(set(indices)) != len(indices)
+        ):
+            raise ConfigError(
+                f"transforms.mask_observation.keep={indices!r}: must be distinct indices in [0, {n}) of the "
+                f"observation's {n} entries"
+            )
+        self.keep = np.asarray(indices, dtype=np.int64)
+        self.space = spaces.Box(
+            observation_space.low[self.keep], observation_space.high[self.keep], dtype=observation_space.dtype
+        )
+
+    def masked(self, observation: np.ndarray) -> np.ndarray:
+        """``[n]`` -> the kept entries ``[len(keep)]``."""
+        return np.asarray(observation)[self.keep]
+
+    def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
+        return gymnasium.wrappers.TransformObservation(env, self.masked, self.space)
+
+
 def _require_box_actions(name: str, env: gymnasium.Env) -> None:
     if not isinstance(env.action_space, spaces.Box):
         raise ConfigError(f"transforms.{name} needs a Box (continuous) action space, got {env.action_space}")

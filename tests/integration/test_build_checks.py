@@ -69,8 +69,8 @@ MISMATCHES = [
     (
         ["algo=ppo", "env=cartpole", "transforms.obs_nrom={}"],
         "transforms.obs_nrom: no transform is named 'obs_nrom'. Valid: clip_action, frame_stack, from_pixels, "
-        "grayscale, noop_reset, obs_norm, rescale_action, resize, reward_clip, reward_scale, reward_shaping, "
-        "step_counter, time_limit, to_tensor_image, tokenize. Did you mean 'obs_norm'?",
+        "grayscale, mask_observation, noop_reset, obs_norm, rescale_action, resize, reward_clip, reward_scale, "
+        "reward_shaping, step_counter, time_limit, to_tensor_image, tokenize. Did you mean 'obs_norm'?",
     ),
     # a group's optimizer settings are named under the group's node
     (["algo=ppo", "env=cartpole", "optim.critic.lr=-1"], "optim.critic.lr=-1: must be > 0 (adam)"),

@@ -288,3 +288,15 @@ def test_minigrid_with_its_mission_evaluation_is_reproduced_and_a_resume_ends_wi
     result = resume_from_the_middle(store, run_dir, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_weights(load_checkpoint(run_dir / "checkpoints" / "final.pt")["loss"], uninterrupted)
+
+
+def test_cartpole_without_its_velocities_trains_on_two_entries(tmp_path, store):
+    """The partially observed CartPole: mask_observation keeps cart position and pole angle, and
+    obs_norm (PPO's preset) normalises the two that are left."""
+    run, final, run_dir = train(
+        ["algo=ppo", "env=cartpole", "+transforms.mask_observation={keep:[0,2]}", *ONE_ROLLOUT], tmp_path, store
+    )
+    assert run.data.params["transforms.mask_observation.keep"] == "[0, 2]" and final >= 8
+    state = load_checkpoint(run_dir / "checkpoints" / "final.pt")
+    assert tuple(state["loss"]["agent.actor_torso.layers.1.weight"].shape)[1] == 2  # two entries in
+    assert tuple(state["transforms"][0]["stats.mean"].shape) == (2,)

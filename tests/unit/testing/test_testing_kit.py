@@ -59,6 +59,7 @@ SMALL = {
     ("transform", "reward_shaping"): [{"function": "test_testing_kit:halve_reward"}],
     ("transform", "resize"): [{"size": 16}],
     ("transform", "tokenize"): [{"vocabulary": ["key", "door", "goal"]}],
+    ("transform", "mask_observation"): [{"keep": [0, 2]}],
 }
 """YAML kwargs per built-in, small enough for a unit test; a built-in not listed is checked
 with its defaults."""
@@ -106,6 +107,7 @@ KIT_ARGS = {
             ("noop_reset", cartpole),
             ("step_counter", cartpole),
             ("time_limit", cartpole),
+            ("mask_observation", cartpole),
             ("clip_action", pendulum),
             ("rescale_action", pendulum),
             ("reward_shaping", cartpole),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 
 import gymnasium
 import numpy as np
@@ -574,3 +575,36 @@ def test_pixels_through_async_vector_envs():
         assert tuple(observation.shape) == (2, 2, 32, 32) and str(observation.dtype) == "torch.uint8"
     finally:
         envs.close()
+
+
+def test_mask_observation_keeps_the_chosen_entries_in_order():
+    from rlplat.transforms.wrappers import MaskObservation
+
+    env = gymnasium.make("CartPole-v1")
+    mask = MaskObservation(env.observation_space, keep=[2, 0])
+    masked = mask.wrap(gymnasium.make("CartPole-v1"))
+    assert masked.observation_space == gymnasium.spaces.Box(
+        env.observation_space.low[[2, 0]], env.observation_space.high[[2, 0]], dtype=np.float32
+    )
+    full, _ = env.reset(seed=4)
+    observation, _ = masked.reset(seed=4)
+    np.testing.assert_array_equal(observation, full[[2, 0]])
+    for _ in range(5):
+        full = env.step(1)[0]
+        np.testing.assert_array_equal(masked.step(1)[0], full[[2, 0]])
+
+
+@pytest.mark.parametrize(
+    ("space", "keep", "needle"),
+    [
+        (gymnasium.spaces.Box(0, 255, (4, 4), np.uint8), [0], "needs a vector observation"),
+        (gymnasium.spaces.Box(-1, 1, (4,)), [0, 4], "keep=[0, 4]: must be distinct indices in [0, 4)"),
+        (gymnasium.spaces.Box(-1, 1, (4,)), [1, 1], "keep=[1, 1]: must be distinct"),
+        (gymnasium.spaces.Box(-1, 1, (4,)), [], "keep=[]: must be distinct"),
+    ],
+)
+def test_mask_observation_errors_name_the_key(space, keep, needle):
+    from rlplat.transforms.wrappers import MaskObservation
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        MaskObservation(space, keep=keep)
