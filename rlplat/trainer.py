@@ -111,25 +111,26 @@ class Autograd:
 
 
 class Callback(Protocol):
-    """Hooks the loop calls; a callback implements all three (a no-op where it has nothing
-    to do). A hook may stop training by raising (a sweep's pruner raises
+    """Hooks the loop calls. A hook may stop training by raising (a sweep's pruner raises
     ``optuna.TrialPruned``); metrics are keyed as logged (``eval/return_mean``).
 
-    Implemented, without importing the trainer, by :class:`rlplat.console.TrainingDisplay`,
-    :class:`rlplat.tracking.records.TrackerCallback` and :class:`rlplat.sweep.reporter.TrialReporter`.
+    Any object with the three methods is a callback (structural typing: rlplat's own
+    :class:`rlplat.console.TrainingDisplay`, :class:`rlplat.tracking.records.TrackerCallback`
+    and :class:`rlplat.sweep.reporter.TrialReporter` do not import the trainer). A subclass
+    of ``Callback`` writes only the hooks it needs: the others do nothing.
     """
 
     def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """After each log step (at most once per rollout), and after each evaluation."""
-        ...
+        """After each log step (at most once per rollout), and after each evaluation; nothing here."""
+        return None
 
     def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
-        """After an evaluation's metrics were given to :meth:`on_log`."""
-        ...
+        """After an evaluation's metrics were given to :meth:`on_log`; nothing here."""
+        return None
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
-        """After a checkpoint file was written: ``best.pt`` (best evaluation) or ``final.pt``."""
-        ...
+        """After a checkpoint file was written (``best.pt``, the best evaluation, or ``final.pt``); nothing here."""
+        return None
 
 
 _CHECKED_IN_ROLLOUTS = (

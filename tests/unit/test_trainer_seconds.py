@@ -41,3 +41,20 @@ def test_train_seconds_leave_out_the_time_callbacks_take(tmp_path):
     assert slow.slept >= 1.0  # the first evaluation's log step and evaluation
     assert summary["time/train_s"] <= elapsed - slow.slept + 0.05
     assert summary["time/to_target_s"] <= summary["time/train_s"]
+
+
+def test_a_callback_subclass_writes_only_the_hooks_it_needs(tmp_path):
+    from rlplat.trainer import Callback
+
+    class Evaluations(Callback):
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def on_evaluation(self, metrics, frames):
+            self.seen.append(frames)
+
+    built = build(compose_config(["algo=ppo", "env=cartpole", "tracking.enabled=false", *TINY]))
+    evaluations = Evaluations()
+    Trainer(built.parts, built.trainer, tmp_path, [evaluations]).fit()
+    built.parts.close()
+    assert evaluations.seen == [128, 256]  # on_log and on_checkpoint: the base's, which do nothing
