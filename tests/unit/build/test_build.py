@@ -8,11 +8,8 @@ import pytest
 import torch
 from conftest import TINY, make_trainer, tiny
 
-from rlplat.build import build
-from rlplat.hydra_ext import compose_config, yaml_options
+from rlplat.hydra_ext import yaml_options
 from rlplat.registry import ConfigError
-from rlplat.trainer import Trainer
-
 
 PAIRS = [(algo, env) for algo in sorted(yaml_options("algo")) for env in sorted(yaml_options("env"))]
 
@@ -89,3 +86,28 @@ def test_numpy_blas_runs_on_the_trainers_threads(threads, tmp_path):
     finally:
         trainer.parts.close()
         torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("algo", ["td3", "ddpg"])
+def test_continuous_critics_over_frames_encode_them_before_the_action(algo, tmp_path):
+    """TD3 and DDPG on Pendulum's rendered frames (SAC runs through the CLI): critics are
+    EncodedCritic over the CNN, and updates run finite."""
+    pytest.importorskip("pygame")
+    from conftest import TINY_OFF_POLICY
+
+    from rlplat.networks.q import EncodedCritic
+
+    pixels = ["network=cnn", "+transforms.from_pixels={}", "+transforms.grayscale={}", "+transforms.resize={size:48}"]
+    overrides = [f"algo={algo}", "env=pendulum", *pixels, "+transforms.frame_stack={k:2}", "tracking.enabled=false"]
+    trainer = make_trainer(
+        [*overrides, *TINY_OFF_POLICY, "buffer.learning_starts=16", "loss.warmup_frames=16"], tmp_path
+    )
+    parts = trainer.parts
+    try:
+        assert all(isinstance(critic, EncodedCritic) for critic in parts.loss.critics.critics)
+        for _ in range(4):
+            parts.buffer.extend(parts.loss.preprocess(parts.collector.rollout()))
+        outputs = [trainer._update(batch, frames=0) for batch in parts.buffer.batches()]
+        assert outputs and all(math.isfinite(v.item()) for losses in outputs for v in losses.values())
+    finally:
+        parts.close()
