@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 
 from rlplat.collectors.base import Policy
-from rlplat.envs.base import Episode
+from rlplat.envs.base import Episode, render_offscreen
 from rlplat.envs.probe import check_renderable, entry_node
 from rlplat.envs.vector import VectorEnv
 from rlplat.registry import ENVS, ConfigError
@@ -74,11 +73,7 @@ def render_env_maker(env_node: Mapping[str, Any]) -> Callable[[], gymnasium.Env]
     """
     check_renderable(env_node)
     node = {**entry_node(env_node), "render_mode": "rgb_array"}
-    # rgb_array frames never open a window: without a display, SDL (pygame, which gymnasium's
-    # classic-control renderers use) would probe for one and print errors on stderr.
-    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    render_offscreen()
     return lambda: ENVS.build("env", node)
 
 

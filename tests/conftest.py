@@ -23,6 +23,17 @@ def cli(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None, t
     )
 
 
+def only_run(store: str):
+    """``(client, run)``: an MLflow client of ``store`` and the one run of its ``rlplat``
+    experiment (asserting there is exactly one)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    return client, runs[0]
+
+
 def imported_modules(stderr: str) -> set[str]:
     """The modules named by Python's import profile (a command run with PYTHONPROFILEIMPORTTIME=1)."""
     return {m.group(1) for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", stderr, re.MULTILINE)}

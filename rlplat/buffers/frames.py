@@ -73,7 +73,7 @@ class StackedFrames:
             steps[t] = self._episode_step
             self._episode_step = np.where(done[t], 0, self._episode_step + 1)
         stored = rollout.exclude(keys.OBSERVATION, keys.NEXT_OBSERVATION)
-        stored.set(FRAME, observation[:, :, -1].clone())
+        stored.set(FRAME, observation[:, :, -1])  # a view: the replay copies it into its storage
         stored.set(EPISODE_STEP, torch.from_numpy(steps).to(observation.device))
         return stored
 

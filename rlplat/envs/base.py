@@ -14,6 +14,7 @@ Shapes use ``B`` for the number of parallel envs; key names are those of :mod:`r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -224,17 +225,21 @@ def _is_text(space: gymnasium.Space) -> bool:
     return isinstance(space, gymnasium.spaces.Text) or type(space).__name__ == "MissionSpace"
 
 
-def observation_tensor(value: Any, space: gymnasium.Space) -> Observation:
-    """A batch of observations of ``space`` as the vector env returns them (an array
-    ``[B, *obs_shape]``, or for a ``Dict`` space a dict of such arrays) -> an
-    :data:`Observation` with batch size ``[B]``, in :func:`observation_dtype`. No copy where
-    the array already has that dtype."""
-    return observation_converter(space)(value)
+def render_offscreen() -> None:
+    """Let envs render ``rgb_array`` frames without a display: where there is none, SDL
+    (pygame, which gymnasium's classic-control renderers use) draws off screen instead of
+    probing for one and printing errors on stderr; pygame's banner is left out."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 
 def observation_converter(space: gymnasium.Space) -> Callable[[Any], Observation]:
-    """:func:`observation_tensor` for ``space``, with what depends on the space alone worked out
-    once: the env adapter converts every step's observations with it."""
+    """A converter of a batch of observations of ``space`` as the vector env returns them (an
+    array ``[B, *obs_shape]``, or for a ``Dict`` space a dict of such arrays) -> an
+    :data:`Observation` with batch size ``[B]``, in :func:`observation_dtype` (no copy where
+    the array has that dtype already). What depends on the space alone is worked out once,
+    here: the env adapter converts every step's observations with it."""
     if isinstance(space, gymnasium.spaces.Dict):
         converters = {key: observation_converter(sub) for key, sub in space.spaces.items()}
 
@@ -248,7 +253,7 @@ def observation_converter(space: gymnasium.Space) -> Callable[[Any], Observation
 
 
 def observation_zeros(space: gymnasium.Space, batch: tuple[int, ...]) -> Observation:
-    """Zeros for a batch ``batch`` of observations of ``space``, as :func:`observation_tensor`
+    """Zeros for a batch ``batch`` of observations of ``space``, as :func:`observation_converter`
     gives them (storage a collector or a buffer fills)."""
     if isinstance(space, gymnasium.spaces.Dict):
         entries = {key: observation_zeros(sub, batch) for key, sub in space.spaces.items()}

@@ -199,7 +199,7 @@ def _random_actions(space: gymnasium.Space, num_envs: int, generator: torch.Gene
 
 
 def _expect_observation(env_entry: Subject, what: str, value: Any, space: gymnasium.Space, num_envs: int) -> None:
-    """An observation batch as :func:`rlplat.envs.base.observation_tensor` gives it: a tensor
+    """An observation batch as :func:`rlplat.envs.base.observation_converter` gives it: a tensor
     ``[B, *shape]`` in :func:`rlplat.envs.base.observation_dtype`, or a TensorDict of them."""
     if isinstance(space, gymnasium.spaces.Dict):
         env_entry.expect(isinstance(value, TensorDict), f"{what} is {_describe(value)}; expected a TensorDict")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import operator
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
@@ -26,7 +25,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from rlplat.envs.base import RAW_REWARD
+from rlplat.envs.base import RAW_REWARD, render_offscreen
 from rlplat.registry import ConfigError, Registry
 from rlplat.transforms.base import EnvTransform
 
@@ -120,10 +119,7 @@ class FromPixels(EnvTransform):
             raise ConfigError(
                 f"transforms.from_pixels needs the env made with render_mode='rgb_array', got {env.render_mode!r}"
             )
-        # rgb_array frames open no window: without a display SDL (pygame, which gymnasium's
-        # classic-control renderers use) would probe for one and print errors on stderr
-        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        render_offscreen()
         return gymnasium.wrappers.AddRenderObservation(
             env, render_only=not self.keep_state, render_key=self.pixels_key, obs_key=self.state_key
         )

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import TINY, TINY_OFF_POLICY, cli
-from mlflow import MlflowClient
+from conftest import TINY, TINY_OFF_POLICY, cli, only_run
 
 
 def test_ppo_on_pong_trains_a_shared_cnn_on_clipped_rewards_and_records_it(tmp_path, store):
@@ -15,8 +14,7 @@ def test_ppo_on_pong_trains_a_shared_cnn_on_clipped_rewards_and_records_it(tmp_p
     assert result.returncode == 0, result.stderr
     assert "leaked" not in result.stderr, result.stderr  # the emulators are freed before exit
     assert "A.L.E" not in result.stderr  # no banner per env
-    client = MlflowClient(tracking_uri=store)
-    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    client, run = only_run(store)
     params = run.data.params
     assert run.info.status == "FINISHED" and run.data.tags["env"] == "pong"
     assert params["network.name"] == "cnn" and params["network.channels"] == "[32, 64, 64]"
@@ -32,8 +30,7 @@ def test_dqn_on_pong_replays_uint8_frames_stored_once(tmp_path, store):
         "buffer.learning_starts=128", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    client = MlflowClient(tracking_uri=store)
-    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    client, run = only_run(store)
     params = run.data.params
     assert run.info.status == "FINISHED" and params["network.name"] == "cnn" and params["network.hidden_sizes"] == "[]"
     assert params["buffer.frame_stack"] == "4" and params["loss.features"] == "512"
@@ -51,8 +48,7 @@ def test_the_pong_presets_run_20k_frames(algo, tmp_path, store):
         cwd=tmp_path, timeout=3000,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    client = MlflowClient(tracking_uri=store)
-    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
+    client, run = only_run(store)
     assert run.info.status == "FINISHED"
     assert client.get_metric_history(run.info.run_id, "eval/return_mean")[-1].step >= 20000
     assert run.data.metrics["train/updates"] > 0

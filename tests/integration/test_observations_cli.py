@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, TINY_OFF_POLICY, cli, install_distribution
+from conftest import TINY, TINY_OFF_POLICY, cli, install_distribution, only_run
 from mlflow import MlflowClient
 
 from rlplat.checkpoint import load_checkpoint
@@ -100,12 +100,6 @@ def match_site(tmp_path_factory) -> Path:
         site, "rlplat-match-envs", {"rlplat.envs": MATCH_ENTRIES}, {"rlplat_match_envs.py": MATCH_ENVS}
     )
     return site
-
-
-def only_run(store: str):
-    client = MlflowClient(tracking_uri=store)
-    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
-    return client, run
 
 
 def test_ppo_and_a2c_act_in_multi_discrete_and_multi_binary_envs_end_to_end(match_site, tmp_path, store):

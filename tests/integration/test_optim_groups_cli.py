@@ -4,14 +4,7 @@ logged in MLflow under ``train/<group>/``."""
 from __future__ import annotations
 
 import pytest
-from conftest import TINY, TINY_OFF_POLICY, cli
-from mlflow import MlflowClient
-
-
-def only_run(store: str):
-    client = MlflowClient(tracking_uri=store)
-    [run] = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
-    return run
+from conftest import TINY, TINY_OFF_POLICY, cli, only_run
 
 
 def test_sac_logs_each_groups_learning_rate_and_grad_norm(tmp_path, store):
@@ -26,7 +19,7 @@ def test_sac_logs_each_groups_learning_rate_and_grad_norm(tmp_path, store):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    run = only_run(store)
+    _, run = only_run(store)
     metrics = run.data.metrics
     assert metrics["train/actor/lr"] == pytest.approx(0.0001)
     assert metrics["train/critic/lr"] == pytest.approx(0.002)
@@ -48,6 +41,6 @@ def test_ppo_actor_and_critic_rates_follow_the_schedule_together(tmp_path, store
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    metrics = only_run(store).data.metrics
+    metrics = only_run(store)[1].data.metrics
     assert metrics["train/critic/lr"] == pytest.approx(3 * metrics["train/actor/lr"])  # linear decay, same factor
     assert "train/actor/grad_norm" in metrics and "train/critic/grad_norm" in metrics

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BIN, TINY, TINY_OFF_POLICY, cli
+from conftest import BIN, TINY, TINY_OFF_POLICY, cli, only_run
 from mlflow import MlflowClient
 
 from rlplat.command_line import STOPPED_IN_START_UP
@@ -65,13 +65,6 @@ def start(args: list[str], cwd: Path, new_session: bool = False, **env: str) -> 
         # Ctrl-C as in a terminal: a test runner started in the background passes SIGINT on ignored
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-
-
-def only_run(store: str):
-    client = MlflowClient(tracking_uri=store)
-    runs = client.search_runs([client.get_experiment_by_name("rlplat").experiment_id])
-    assert len(runs) == 1, [r.info.run_id for r in runs]
-    return client, runs[0]
 
 
 def orphan_ended_run(store: str, timeout: float = 120):
