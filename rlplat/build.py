@@ -45,7 +45,7 @@ from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs t
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
-from rlplat.networks.base import NetworkFactory
+from rlplat.networks.base import ConfiguredNetwork, CoreSpec, NetworkFactory, split_core
 from rlplat.optim import Optimizers, make_optimizers
 from rlplat.registry import (
     BUFFERS,
@@ -321,12 +321,37 @@ def build_loss(
     """
     node = config["loss"]
     check_action_space(node.get("name"), action_space, config["env"], observation_space)
+    torso_node, core = split_core(config["network"])
+    if core is not None:
+        check_recurrent_core(node["name"], core)
 
-    def network(out_features: int, space: gymnasium.Space = observation_space) -> torch.nn.Module:
-        return NETWORKS.build("network", config["network"], space, out_features)
+    def torso(out_features: int, space: gymnasium.Space) -> torch.nn.Module:
+        return NETWORKS.build("network", torso_node, space, out_features)
 
-    factory: NetworkFactory = network
+    factory: NetworkFactory = ConfiguredNetwork(torso, observation_space, core)
     return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
+
+
+def check_recurrent_core(loss_name: str, core: CoreSpec) -> None:
+    """A recurrent core goes only to a loss that puts one after its torsos (class attribute
+    ``recurrent_cores``), never ignored.
+
+    Raises:
+        ConfigError: naming ``network.core`` and the losses that take one.
+    """
+    if getattr(LOSSES.get(loss_name, key="loss.name"), "recurrent_cores", False):
+        return
+    able = []
+    for name in LOSSES.names():
+        try:
+            if getattr(LOSSES.get(name), "recurrent_cores", False):
+                able.append(name)
+        except PluginError:  # a broken plugin must not hide this message
+            continue
+    raise ConfigError(
+        f"network.core={core.kind!r}: loss {loss_name!r} takes no recurrent core. "
+        f"Algorithms with recurrent policies: {', '.join(able)}; or set network.core=null"
+    )
 
 
 # Inductor settings of trainer.compile=true. ``size_asserts``: the generated code re-checks
@@ -413,11 +438,21 @@ def check_buffer_kind(config: Mapping[str, Any], loss: Loss) -> None:
 
 
 def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
-    """The buffer's samples have the length the loss needs (n-step returns need windows).
+    """The buffer's samples have the length the loss needs (n-step returns need windows); a
+    recurrent loss (``recurrent`` true) takes the rollout's sequences of any length of at
+    least 2 (``buffer.sequence_length``).
 
     Raises:
         ConfigError: naming the key to set and its value.
     """
+    if getattr(loss, "recurrent", False):
+        if buffer.sequence_length < 2 or not buffer.on_policy:
+            raise ConfigError(
+                f"buffer.sequence_length={buffer.sequence_length}: a recurrent core (network.core="
+                f"{config['network'].get('core')}) learns through time from sequences of the rollout; set "
+                "buffer.sequence_length to the steps back-propagated through (truncated BPTT), e.g. 8"
+            )
+        return
     if loss.sequence_length != buffer.sequence_length:
         raise ConfigError(
             f"buffer.sequence_length={buffer.sequence_length}: loss {config['loss']['name']!r} needs samples of "

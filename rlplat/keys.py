@@ -18,6 +18,11 @@ Shapes, with ``T`` time steps, ``B`` parallel environments and ``N`` samples:
 * ``("next", DONE | TERMINATED | TRUNCATED)``: ``[*batch, 1]`` bool. ``TERMINATED`` means
   the MDP ended (no bootstrap); ``TRUNCATED`` means a time limit cut the episode (bootstrap
   from the next observation). ``DONE = TERMINATED | TRUNCATED``. They are never merged.
+* ``RECURRENT_STATE``: ``[*batch, S]`` float32, the state a recurrent policy acted from at
+  that step (zeros at an episode's first step; :mod:`rlplat.networks.recurrent`).
+* ``MASK``, ``BURN_IN``: ``[N, P]`` bool in sequences of a recurrent policy's batches: the
+  steps a loss averages over, and the real steps before them that only refresh the state
+  (:func:`rlplat.functional.sequences.episode_sequences`).
 * ``("next", OBSERVATION)`` is always the true next observation, also on the last step of
   an episode (never the reset observation of the following one).
 """
@@ -28,6 +33,9 @@ ACTION_LOG_PROB = "action_log_prob"
 STATE_VALUE = "state_value"
 ADVANTAGE = "advantage"
 VALUE_TARGET = "value_target"
+RECURRENT_STATE = "recurrent_state"
+MASK = "mask"
+BURN_IN = "burn_in"
 
 NEXT = "next"
 REWARD = "reward"

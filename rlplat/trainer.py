@@ -23,7 +23,7 @@ from rlplat import keys
 from rlplat.buffers.base import Buffer
 from rlplat.checkpoint import BEST, FINAL, CheckpointError, CheckpointFiles, rng_state, set_rng_state
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from rlplat.collectors.base import Collector, Policy, act_function
+from rlplat.collectors.base import Acting, Collector, Policy
 from rlplat.envs.base import Episode, VectorEnvLike, observation_leaves
 from rlplat.losses.base import Loss
 from rlplat.optim import Optimizers, lr_factor
@@ -210,10 +210,13 @@ def evaluate_policy(
     observation = env.reset(seed=seed)
     env.pop_finished()
     first: dict[int, Episode] = {}
-    act = act_function(policy, deterministic)
+    acting = Acting(policy, env.num_envs, deterministic)  # a recurrent policy's state, per env
+    act = acting.act_function()
     while len(first) < env.num_envs:
         action, _ = act(observation.to(device))
-        observation = env.step(action).observation
+        step = env.step(action)
+        acting.episodes_ended(step.terminated | step.truncated)
+        observation = step.observation
         for episode in env.pop_finished():
             first.setdefault(episode.env, episode)
     return [first[i] for i in sorted(first)]

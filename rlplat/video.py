@@ -27,7 +27,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from rlplat.collectors.base import Policy
+from rlplat.collectors.base import Acting, Policy
 from rlplat.envs.base import Episode, render_offscreen
 from rlplat.envs.probe import check_renderable, entry_node
 from rlplat.envs.vector import VectorEnv
@@ -167,8 +167,9 @@ def play_episode(
     observation = env.reset(seed=seed)
     env.pop_finished()
     writer.append(render(env))
+    act = Acting(policy, 1, deterministic).act_function()  # a recurrent policy's state carried
     while True:
-        action, _ = policy.act(observation.to(device), deterministic=deterministic)
+        action, _ = act(observation.to(device))
         observation = env.step(action).observation
         finished = env.pop_finished()
         if finished:

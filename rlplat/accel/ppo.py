@@ -20,7 +20,17 @@ from rlplat import keys
 from rlplat.accel.actor_critic import ActorCriticPasses, NumpyActorCritic
 from rlplat.losses.ppo import PPOLoss, PPOTerms
 
-OUTPUT_KEYS = ("loss_objective", "loss_critic", "loss_entropy", "entropy", "approx_kl", "clip_fraction", "ratio")
+OUTPUT_KEYS = (
+    "loss_objective",
+    "loss_critic",
+    "loss_entropy",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "ratio",
+    "explained_variance",
+    "value_mean",
+)
 """The keys of PPO's loss output, in the order :class:`NumpyPPOGradients` computes them."""
 
 
@@ -95,8 +105,11 @@ class NumpyPPOGradients:
         ratio = np.exp(log_ratio)
         clipped_ratio = np.clip(ratio, 1.0 - loss.clip_epsilon, 1.0 + loss.clip_epsilon)
         pg_loss1, pg_loss2 = ratio * advantage, clipped_ratio * advantage
-        error = value - batch[keys.VALUE_TARGET].numpy()  # [N, 1]
+        value_target = batch[keys.VALUE_TARGET].numpy()
+        error = value - value_target  # [N, 1]
         entropy_mean = entropy.mean()
+        with np.errstate(divide="ignore", invalid="ignore"):  # constant targets: nan, as torch gives
+            explained_variance = 1.0 - error.var() / value_target.var()
         terms = np.array(
             [
                 -np.minimum(pg_loss1, pg_loss2).mean(),  # loss_objective
@@ -106,6 +119,8 @@ class NumpyPPOGradients:
                 ((ratio - 1.0) - log_ratio).mean(),  # approx_kl (rlplat.functional.kl_estimate)
                 np.mean(ratio != clipped_ratio, dtype=np.float32),  # clip_fraction
                 ratio.mean(),
+                explained_variance,  # ActorCriticLoss.value_diagnostics
+                value.mean(),
             ],
             dtype=np.float32,
         )

@@ -9,6 +9,8 @@ the same rollout, so the trainer and the losses never know which one ran.
 * :class:`Collector`: what the built collector provides to the trainer.
 * :class:`Policy`: what a collector needs from the agent (a loss's ``policy``);
   :func:`act_function` picks how to call it for a rollout.
+* :class:`RecurrentPolicy`: a policy with a state per env (LSTM, GRU); :class:`Acting`
+  carries that state over the steps of B envs, reset where an episode ends.
 * :data:`EnvMaker`: how a collector gets its envs, ``(num_envs, vectorization) -> env``.
 
 Keys, shapes and dtypes of a rollout (names from :mod:`rlplat.keys`; ``A`` the Box action
@@ -19,6 +21,8 @@ dim, ``*obs`` the observation shape):
 * ``action``: ``[T, B, A]`` float32 in the policy's normalised space ``[-1, 1]`` (Box), or
   ``[T, B]`` int64 (Discrete): a_t as the policy returned it.
 * ``action_log_prob``: ``[T, B]`` float32, log pi(a_t | s_t) when acting.
+* ``recurrent_state``: ``[T, B, S]`` float32, only for a :class:`RecurrentPolicy`: the state
+  it acted from at step t (zeros at an episode's first step).
 * ``("next", "observation")``: ``[T, B, *obs]``, as ``observation``, the true s_{t+1}, also on the
   last step of an episode (never the reset observation of the next one).
 * ``("next", "reward")``: ``[T, B, 1]`` float32, r_{t+1}, transformed.
@@ -103,6 +107,66 @@ def act_function(policy: Policy, deterministic: bool = False) -> ActFunction:
     if not deterministic:
         return policy.act
     return functools.partial(policy.act, deterministic=True)
+
+
+@runtime_checkable
+class RecurrentPolicy(Policy, Protocol):
+    """A policy with memory: it acts from a state per env and returns the next one.
+
+    Attributes:
+        state_size: S, the width of the state ``[N, S]`` float32.
+    """
+
+    state_size: int
+
+    def initial_state(self, batch: int) -> Tensor:
+        """``[batch, S]`` float32 on the policy's device: the state at an episode's first step."""
+        ...
+
+    def act_recurrent(self, observation: Tensor, state: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """As :meth:`Policy.act`, from ``[N, S]`` states: ``(action, log_prob, next state [N, S])``."""
+        ...
+
+
+class Acting:
+    """A policy acting in B envs over a stretch of steps: a collector's rollouts, an
+    evaluation, a recorded video. Carries a :class:`RecurrentPolicy`'s state from step to
+    step, zeroed for the envs whose episode ended (:meth:`episodes_ended`); for any other
+    policy, :attr:`state` is None and acting is :func:`act_function`'s.
+
+    Args:
+        policy: The acting policy.
+        num_envs: B.
+        deterministic: As :meth:`Policy.act`'s argument.
+
+    Attributes:
+        state: ``[B, S]``, the state the next action is taken from, or None.
+    """
+
+    def __init__(self, policy: Policy, num_envs: int, deterministic: bool = False) -> None:
+        self.policy, self.deterministic = policy, deterministic
+        self.recurrent: RecurrentPolicy | None = policy if isinstance(policy, RecurrentPolicy) else None
+        self.state: Tensor | None = None if self.recurrent is None else self.recurrent.initial_state(num_envs)
+
+    def act_function(self) -> ActFunction:
+        """``observation [B, *obs] -> (action, log_prob)``, advancing :attr:`state`; valid while
+        the policy's parameters do not change (see :func:`act_function`)."""
+        recurrent = self.recurrent
+        if recurrent is None:
+            return act_function(self.policy, self.deterministic)
+
+        def act(observation: Tensor) -> tuple[Tensor, Tensor]:
+            action, log_prob, self.state = recurrent.act_recurrent(observation, self.state, self.deterministic)  # type: ignore[arg-type]
+            return action, log_prob
+
+        return act
+
+    def episodes_ended(self, done: Tensor) -> None:
+        """Zero the state of the envs whose episode ended at the last step (``[B]`` or ``[B,
+        1]`` bool, on any device): their next step is an episode's first."""
+        if self.state is not None:
+            ended = done.reshape(-1, 1).to(self.state.device)
+            self.state = self.state.masked_fill(ended, 0.0)
 
 
 EnvMaker = Callable[[int, str], VectorEnvLike]

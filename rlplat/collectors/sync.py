@@ -10,7 +10,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.collectors.base import EnvMaker, Policy, act_function
+from rlplat.collectors.base import Acting, EnvMaker, Policy
 from rlplat.envs.base import Episode, Observation, action_zeros, observation_leaves, observation_zeros
 from rlplat.registry import ConfigError
 
@@ -25,8 +25,10 @@ class SyncCollector:
     iteration yields a copy with batch size ``[T, B]`` = ``[steps_per_env, num_envs]``,
     moved to ``device`` in one transfer, holding ``observation``, ``action``,
     ``action_log_prob`` and, under ``next``: ``observation``, ``reward``, ``done``,
-    ``terminated``, ``truncated`` (shapes in :mod:`rlplat.keys`). The policy acts on
-    ``device``. Episodes continue across rollouts.
+    ``terminated``, ``truncated`` (shapes in :mod:`rlplat.keys`); for a recurrent policy
+    (:class:`rlplat.collectors.base.RecurrentPolicy`) also ``recurrent_state``, the state each
+    step acted from, zeroed where an episode ended. The policy acts on ``device``. Episodes
+    (and a recurrent policy's states) continue across rollouts.
 
     Args:
         make_env: Factory for the training env (supplied by the trainer).
@@ -59,6 +61,7 @@ class SyncCollector:
             raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
         self.env = make_env(num_envs, vectorization)
         self.policy = policy
+        self.acting = Acting(policy, num_envs)
         self.total_frames = int(total_frames)
         self.device = device
         self.seed = seed
@@ -82,13 +85,14 @@ class SyncCollector:
         self._next_observation_arrays = [
             leaf.numpy() for leaf in observation_leaves(self._storage[keys.NEXT_OBSERVATION])
         ]
+        self._states = self._storage[keys.RECURRENT_STATE].numpy() if self.acting.state is not None else None
         self._observation: Observation | None = None  # on the CPU, as the envs return it
         self._reset_seed = seed
 
     def _allocate(self, steps: int, num_envs: int) -> TensorDict:
         space = self.env.observation_space
         flag = lambda: torch.zeros(steps, num_envs, 1, dtype=torch.bool)  # noqa: E731
-        return TensorDict(
+        storage = TensorDict(
             {
                 keys.OBSERVATION: observation_zeros(space, (steps, num_envs)),
                 keys.ACTION: action_zeros(self.env.action_space, (steps, num_envs)),
@@ -103,6 +107,9 @@ class SyncCollector:
             },
             batch_size=[steps, num_envs],
         )
+        if self.acting.state is not None:
+            storage[keys.RECURRENT_STATE] = torch.zeros(steps, num_envs, self.acting.state.shape[-1])
+        return storage
 
     def __iter__(self) -> Iterator[TensorDict]:
         while self.frames < self.total_frames:
@@ -117,12 +124,17 @@ class SyncCollector:
         entries = isinstance(self._storage.get(keys.OBSERVATION), TensorDict)  # a Dict space: one array per key
         observations, next_observations = self._observation_arrays[0], self._next_observation_arrays[0]
         # the parameters stay as they are until this returns: what derives from them is computed once
-        act, step_envs, device = act_function(self.policy), self.env.step, self.device
+        acting, states = self.acting, self._states
+        act, step_envs, device = acting.act_function(), self.env.step, self.device
         on_cpu = device.type == "cpu"
         observation = self._observation
         for t in range(self.rollout_shape[0]):
+            if states is not None:  # the state this step acts from
+                states[t] = acting.state.cpu().numpy()  # type: ignore[union-attr]
             action, log_prob = act(observation if on_cpu else observation.to(device, non_blocking=True))
             step = step_envs(action)
+            if states is not None:
+                acting.episodes_ended(step.terminated | step.truncated)
             if entries:
                 self._write_entries(t, observation, step.next_observation)
             else:
@@ -152,14 +164,16 @@ class SyncCollector:
         return self.env.pop_finished()
 
     def state_dict(self) -> dict[str, Any]:
-        """Frames collected, the (transformed) observation to act on next, and the envs'
-        states (:meth:`rlplat.envs.vector.VectorEnv.state_dict`)."""
+        """Frames collected, the (transformed) observation to act on next, the envs' states
+        (:meth:`rlplat.envs.vector.VectorEnv.state_dict`) and a recurrent policy's state
+        ``[B, S]`` (``policy_state``, None for others)."""
         observation: Any = None
         if isinstance(self._observation, TensorDict):  # plain tensors: a checkpoint holds no TensorDict
             observation = {"entries": self._observation.to_dict(), "batch_size": list(self._observation.batch_size)}
         elif self._observation is not None:
             observation = self._observation.clone()
-        return {"frames": self.frames, "observation": observation, "env": self.env.state_dict()}
+        state = None if self.acting.state is None else self.acting.state.cpu().clone()
+        return {"frames": self.frames, "observation": observation, "env": self.env.state_dict(), "policy_state": state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: episodes go on where they were. Envs whose states
@@ -171,9 +185,14 @@ class SyncCollector:
             observation = TensorDict(observation["entries"], batch_size=observation["batch_size"])
         if observation is not None and self.env.load_state_dict(state.get("env") or {}):
             self._observation = observation
+            saved = state.get("policy_state")
+            if saved is not None and self.acting.state is not None:
+                self.acting.state = saved.to(self.acting.state.device)
         else:
             self._observation = None
             self._reset_seed = self.seed + self.frames
+            if self.acting.state is not None:  # new episodes start from the initial state
+                self.acting.state = self.acting.state.new_zeros(self.acting.state.shape)
 
     def close(self) -> None:
         """Close the envs."""

@@ -65,8 +65,10 @@ class A2CLoss(ActorCriticLoss):
         )
 
     def forward(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` batch -> ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``."""
-        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
+        """``[N]`` batch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``,
+        ``loss_critic``, ``loss_entropy``; diagnostics ``entropy``, ``explained_variance``,
+        ``value_mean``."""
+        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
         pg_loss = -(log_prob * advantage).mean()
         v_loss = F.mse_loss(value, batch[keys.VALUE_TARGET])
         loss_entropy, entropy = self.entropy_terms(entropy)
@@ -76,6 +78,7 @@ class A2CLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * v_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
+                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
             },
             batch_size=[],
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gymnasium
 import torch
 from tensordict import NestedKey, TensorDict
@@ -9,7 +11,10 @@ from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.functional import generalized_advantage_estimate
+from rlplat.functional.sequences import episode_sequences
 from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
+from rlplat.networks.base import network_core
+from rlplat.networks.recurrent import RecurrentActorCritic
 from rlplat.registry import ConfigError
 
 
@@ -20,8 +25,33 @@ def check_unit_interval(**values: float) -> None:
             raise ConfigError(f"loss.{name}={value}: must be in [0, 1]")
 
 
+class Steps(NamedTuple):
+    """A minibatch's steps and the networks' outputs on them (:meth:`ActorCriticLoss.policy_value_terms`).
+
+    Attributes:
+        batch: ``[M]`` the steps a loss averages over: the minibatch itself (``[N]``
+            transitions), or a recurrent policy's sequences ``[N, P]`` without padding and
+            burn-in (M = ``mask.sum()``).
+        log_prob: ``[M]`` log pi(a|s), with gradients.
+        entropy: ``[M]`` entropy of pi(.|s), with gradients.
+        advantage: ``[M]`` advantages, normalised when ``normalize_advantage``.
+        value: ``[M, 1]`` V(s), with gradients.
+    """
+
+    batch: TensorDict
+    log_prob: Tensor
+    entropy: Tensor
+    advantage: Tensor
+    value: Tensor
+
+
 class ActorCriticLoss(nn.Module):
     """Base of on-policy losses: owns an :class:`ActorCritic` and adds GAE to rollouts.
+
+    With a recurrent core configured (``network.core=lstm|gru``) the agent is a
+    :class:`RecurrentActorCritic`: the loss then reads sequences ``[N, P]`` (the buffer's
+    ``sequence_length``, with ``mask`` and ``burn_in``), starts each from the state the
+    collector stored (``recurrent_state``), and averages over the masked steps.
 
     Args:
         observation_space: The env's single observation space (supplied by rlplat).
@@ -40,8 +70,11 @@ class ActorCriticLoss(nn.Module):
     Attributes:
         on_policy: True: learns from the latest rollout only (a rollout buffer).
         action_spaces: The action-space types it acts in.
-        sequence_length: 1: samples are single transitions.
+        sequence_length: 1: samples are single transitions (a recurrent agent takes
+            sequences of any length: ``recurrent``).
         in_keys: The keys of a batch the loss reads; the trainer buffers only these.
+        recurrent_cores: True: ``network.core`` may put a recurrent core after the torsos.
+        recurrent: Whether this loss's agent has one.
 
     Raises:
         ConfigError: if gamma or gae_lambda is outside [0, 1].
@@ -49,6 +82,7 @@ class ActorCriticLoss(nn.Module):
 
     on_policy = True
     sequence_length = 1
+    recurrent_cores = True
     in_keys: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET)
     action_spaces = (
         gymnasium.spaces.Box,
@@ -74,14 +108,30 @@ class ActorCriticLoss(nn.Module):
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma, gae_lambda=gae_lambda)
-        self.agent = ActorCritic(
-            observation_space,
-            action_space,
-            network,
-            features=features,
-            share_torso=share_torso,
-            log_std_init=log_std_init,
+        core = network_core(network)
+        self.agent: ActorCritic = (
+            ActorCritic(
+                observation_space,
+                action_space,
+                network,
+                features=features,
+                share_torso=share_torso,
+                log_std_init=log_std_init,
+            )
+            if core is None
+            else RecurrentActorCritic(
+                observation_space,
+                action_space,
+                network,
+                core,
+                features=features,
+                share_torso=share_torso,
+                log_std_init=log_std_init,
+            )
         )
+        self.recurrent = core is not None
+        if self.recurrent:  # sequences are cut at episode ends and start from the collector's state
+            self.in_keys = (*self.in_keys, keys.RECURRENT_STATE, keys.NEXT_DONE)
         self.policy = self.agent
         self.gamma = gamma
         self.gae_lambda = gae_lambda
@@ -89,12 +139,69 @@ class ActorCriticLoss(nn.Module):
         self.entropy_coef = entropy_coef
         self.value_coef = value_coef
 
-    def policy_value_terms(self, batch: TensorDict) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """A minibatch's ``[N]`` log pi(a|s), ``[N]`` entropy and ``[N, 1]`` V(s) (with
-        gradients; a shared torso runs once) and its ``[N]`` advantages, normalised when
-        ``normalize_advantage``: ``(log_prob, entropy, advantage, value)``."""
-        log_prob, entropy, value = self.agent.log_prob_entropy_value(batch[keys.OBSERVATION], batch[keys.ACTION])
-        return log_prob, entropy, self.advantages(batch), value
+    def policy_value_terms(self, batch: TensorDict) -> Steps:
+        """A minibatch's steps with their log pi(a|s), entropy and V(s) (with gradients; a
+        shared torso runs once) and advantages, normalised over those steps when
+        ``normalize_advantage``.
+
+        Args:
+            batch: ``[N]`` transitions, or ``[N, P]`` sequences for a recurrent agent.
+        """
+        if not self.recurrent:
+            log_prob, entropy, value = self.agent.log_prob_entropy_value(batch[keys.OBSERVATION], batch[keys.ACTION])
+            return Steps(batch, log_prob, entropy, self.advantages(batch), value)
+        mask = batch[keys.MASK]
+        log_prob, entropy, value = self.recurrent_agent.sequence_log_prob_entropy_value(
+            batch[keys.OBSERVATION],
+            batch[keys.ACTION],
+            batch[keys.RECURRENT_STATE][:, 0],
+            batch[keys.BURN_IN],
+            mask,
+        )
+        steps = batch[mask]
+        return Steps(steps, log_prob, entropy, self.advantages(steps), value)
+
+    @property
+    def recurrent_agent(self) -> RecurrentActorCritic:
+        """The agent, when :attr:`recurrent`."""
+        assert isinstance(self.agent, RecurrentActorCritic), "only a recurrent loss has a recurrent agent"
+        return self.agent
+
+    @torch.no_grad()
+    def rollout_log_prob(self, rollout: TensorDict) -> tuple[TensorDict, Tensor]:
+        """The current policy's log pi(a|s) of a whole ``[T, B]`` rollout's actions.
+
+        Returns:
+            ``(steps [T * B], log_prob [T * B])``: the steps in the order of ``log_prob``
+            (a recurrent agent runs over the rollout's episodes from the collector's state at
+            the rollout's start, and orders them by env, then time).
+        """
+        if not self.recurrent:
+            data = rollout.reshape(-1)
+            return data, self.agent.log_prob_entropy(data[keys.OBSERVATION], data[keys.ACTION])[0]
+        T, B = rollout.batch_size
+        sequences = episode_sequences(rollout[keys.NEXT_DONE], T)
+        data = rollout.reshape(-1)[sequences.index]  # [S, T]
+        data[keys.MASK], data[keys.BURN_IN] = sequences.mask, sequences.burn_in
+        log_prob, _, _ = self.recurrent_agent.sequence_log_prob_entropy_value(
+            data[keys.OBSERVATION], data[keys.ACTION], data[keys.RECURRENT_STATE][:, 0], data[keys.BURN_IN], data[keys.MASK]
+        )
+        return data[sequences.mask], log_prob
+
+    def value_diagnostics(self, value: Tensor, value_target: Tensor) -> dict[str, Tensor]:
+        """``explained_variance``, 1 - Var[V_target - V] / Var[V_target] over the steps (1: the
+        values explain the targets; 0: no better than their mean; nan for constant
+        targets), and ``value_mean``, the mean V(s): detached 0-dim diagnostics beside the
+        losses, as Stable-Baselines3 logs them.
+
+        Args:
+            value: ``[M, 1]`` V(s).
+            value_target: ``[M, 1]`` the targets V is regressed on.
+        """
+        with torch.no_grad():
+            variance = value_target.var(correction=0)
+            explained = 1.0 - (value_target - value).var(correction=0) / variance
+            return {"explained_variance": explained, "value_mean": value.mean()}
 
     def advantages(self, batch: TensorDict) -> Tensor:
         """A minibatch's ``[N]`` advantages, normalised when ``normalize_advantage``."""
@@ -113,11 +220,15 @@ class ActorCriticLoss(nn.Module):
         return -self.entropy_coef * mean, mean.detach()
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
-        """``actor``: the policy's torso and head (and the shared torso when
-        ``share_torso``); ``critic``: the value torso and head."""
+        """``actor``: the policy's torso, core and head (and the shared torso and core when
+        ``share_torso``); ``critic``: the value torso, core and head."""
         agent = self.agent
         actor = [*agent.actor_torso.parameters(), *agent.head.parameters()]
         critic_torso = [] if agent.critic_torso is agent.actor_torso else [*agent.critic_torso.parameters()]
+        if isinstance(agent, RecurrentActorCritic):  # each core goes with its torso
+            actor += agent.actor_core.parameters()
+            if agent.critic_core is not agent.actor_core:
+                critic_torso += agent.critic_core.parameters()
         return {"actor": actor, "critic": [*critic_torso, *agent.value_head.parameters()]}
 
     def after_update(self) -> None:
@@ -126,8 +237,15 @@ class ActorCriticLoss(nn.Module):
     @torch.no_grad()
     def state_values(self, rollout: TensorDict) -> tuple[Tensor, Tensor]:
         """V(s_t) and V(s_{t+1}), each ``[T, B, 1]``, from one batched forward; a truncated
-        step's V(s_{t+1}) is the value of its true final observation."""
+        step's V(s_{t+1}) is the value of its true final observation. A recurrent agent
+        values s_t from the state the collector acted from, and s_{t+1} from the state after
+        that step (before the reset at an episode's end)."""
         T, B = rollout.batch_size
+        if self.recurrent:
+            data = rollout.reshape(-1)
+            value, state = self.recurrent_agent.step_values(data[keys.OBSERVATION], data[keys.RECURRENT_STATE])
+            next_value, _ = self.recurrent_agent.step_values(data[keys.NEXT_OBSERVATION], state)
+            return value.view(T, B, 1), next_value.view(T, B, 1)
         observations = torch.cat([rollout[keys.OBSERVATION], rollout[keys.NEXT_OBSERVATION]]).flatten(0, 1)
         values = self.agent.value(observations).view(2 * T, B, 1)
         return values[:T], values[T:]

@@ -87,10 +87,11 @@ class PPOLoss(ActorCriticLoss):
         self.in_keys = (*self.in_keys, keys.ACTION_LOG_PROB) + ((keys.STATE_VALUE,) if value_clip is not None else ())
 
     def forward(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` minibatch -> ``loss_objective``, ``loss_critic``, ``loss_entropy`` and
-        diagnostics ``entropy``, ``approx_kl``, ``clip_fraction``, ``ratio`` (means)."""
-        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
-        return self.terms(batch, log_prob, entropy, advantage, value).output
+        """``[N]`` minibatch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``,
+        ``loss_critic``, ``loss_entropy`` and diagnostics ``entropy``, ``approx_kl``,
+        ``clip_fraction``, ``ratio``, ``explained_variance``, ``value_mean`` (means)."""
+        steps = self.policy_value_terms(batch)  # [M] each, value [M, 1]
+        return self.terms(steps.batch, steps.log_prob, steps.entropy, steps.advantage, steps.value).output
 
     def terms(self, batch: TensorDict, log_prob: Tensor, entropy: Tensor, advantage: Tensor, value: Tensor) -> PPOTerms:
         """The loss output from the networks' outputs on a minibatch, and the intermediates
@@ -141,6 +142,7 @@ class PPOLoss(ActorCriticLoss):
                 "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction,
                 "ratio": ratio_mean,
+                **self.value_diagnostics(value, value_target),
             },
             batch_size=[],
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium
 import torch
-from tensordict import TensorDict
+from tensordict import NestedKey, TensorDict
 from torch import Tensor
 from torch.nn import functional as F
 
@@ -91,6 +91,8 @@ class PPOKLLoss(ActorCriticLoss):
         self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
         self._previous: TensorDict | None = None  # the rollout of the latest update
         self.register_load_state_dict_pre_hook(_previous_default)
+        # a recurrent agent runs over the rollout's episodes from the collector's states
+        self._kept = _KEPT + ((keys.RECURRENT_STATE, keys.NEXT_DONE) if self.recurrent else ())
 
     def adapt_beta(self, kl: float) -> None:
         """The paper's rule: halve beta below ``kl_target / 1.5``, double it above ``* 1.5``."""
@@ -102,8 +104,7 @@ class PPOKLLoss(ActorCriticLoss):
     @torch.no_grad()
     def policy_kl(self, rollout: TensorDict) -> float:
         """Mean KL estimate between the policy that collected ``rollout`` and the current one."""
-        data = rollout.reshape(-1)
-        log_prob, _ = self.agent.log_prob_entropy(data[keys.OBSERVATION], data[keys.ACTION])
+        data, log_prob = self.rollout_log_prob(rollout)
         log_ratio = log_prob - data[keys.ACTION_LOG_PROB]
         return kl_estimate(log_ratio).mean().item()
 
@@ -111,24 +112,30 @@ class PPOKLLoss(ActorCriticLoss):
         """Adapt beta from the KL of the latest update, then add GAE to the rollout."""
         if self._previous is not None:
             self.adapt_beta(self.policy_kl(self._previous))
-        self._previous = rollout.select(*_KEPT)
+        self._previous = rollout.select(*self._kept)
         return super().preprocess(rollout)
 
     def get_extra_state(self) -> dict[str, Tensor]:
         """The latest update's rollout as :meth:`preprocess` keeps it (observations, actions,
         their log-probabilities, each ``[T, B, ...]``; empty before the first), checkpointed:
         a resumed run adapts beta from it, as one that never stopped."""
-        return {} if self._previous is None else {key: self._previous.get(key).clone() for key in _KEPT}
+        if self._previous is None:
+            return {}
+        return {_name(key): self._previous.get(key).clone() for key in self._kept}
 
     def set_extra_state(self, state: dict[str, Tensor]) -> None:
         """Restore :meth:`get_extra_state`."""
-        kept = {key: state[key].clone() for key in _KEPT} if state else None
-        self._previous = None if kept is None else TensorDict(kept, batch_size=kept[keys.ACTION_LOG_PROB].shape)
+        if not state:
+            self._previous = None
+            return
+        kept = {key: state[_name(key)].clone() for key in self._kept}
+        self._previous = TensorDict(kept, batch_size=kept[keys.ACTION_LOG_PROB].shape)
 
     def forward(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` batch -> ``loss_objective`` (surrogate + KL penalty), ``loss_critic``,
-        ``loss_entropy``; diagnostics ``kl``, ``kl_beta``, ``entropy``."""
-        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
+        """``[N]`` batch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``
+        (surrogate + KL penalty), ``loss_critic``, ``loss_entropy``; diagnostics ``kl``,
+        ``kl_beta``, ``entropy``, ``explained_variance``, ``value_mean``."""
+        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
         log_ratio = log_prob - batch[keys.ACTION_LOG_PROB]
         ratio = log_ratio.exp()
         kl = kl_estimate(log_ratio, ratio).mean()
@@ -141,11 +148,17 @@ class PPOKLLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * v_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
+                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
                 "kl": kl.detach(),
                 "kl_beta": self.kl_beta.clone(),
             },
             batch_size=[],
         )
+
+
+def _name(key: NestedKey) -> str:
+    """A key as one string (``next.done``): a checkpoint's extra state is keyed by strings."""
+    return key if isinstance(key, str) else ".".join(key)
 
 
 def _previous_default(module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:

@@ -84,8 +84,10 @@ class ReinforceLoss(ActorCriticLoss):
         return rollout
 
     def forward(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` batch -> ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``."""
-        log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
+        """``[N]`` batch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``,
+        ``loss_critic``, ``loss_entropy``; diagnostics ``entropy``, ``explained_variance``,
+        ``value_mean``."""
+        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
         pg_loss = -(log_prob * advantage).mean()
         baseline_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])
         loss_entropy, entropy = self.entropy_terms(entropy)
@@ -95,6 +97,7 @@ class ReinforceLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * baseline_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
+                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
             },
             batch_size=[],
         )

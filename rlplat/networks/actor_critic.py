@@ -22,6 +22,8 @@ class ActorCritic(nn.Module):
         features: Width of each torso's output, the input of the heads.
         share_torso: One torso for both heads (as in Atari A2C) instead of two.
         log_std_init: Initial log std of the Gaussian head (Box actions only).
+        head_features: Width of the heads' input when something other than the torsos
+            feeds them (a recurrent core: :mod:`rlplat.networks.recurrent`); None: ``features``.
 
     Raises:
         ConfigError: for an action space that is neither Box nor Discrete.
@@ -35,10 +37,12 @@ class ActorCritic(nn.Module):
         features: int = 64,
         share_torso: bool = False,
         log_std_init: float = 0.0,
+        head_features: int | None = None,
     ) -> None:
         super().__init__()
         self.actor_torso = network(features)
         self.critic_torso = self.actor_torso if share_torso else network(features)
+        features = features if head_features is None else head_features
         if isinstance(action_space, gymnasium.spaces.Box):
             self.head: GaussianHead | CategoricalHead | MultiCategoricalHead = GaussianHead(
                 features, int(action_space.shape[0]), log_std_init
