@@ -45,7 +45,7 @@ from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs t
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
 from rlplat.losses.base import Loss
-from rlplat.networks.base import ConfiguredNetwork, CoreSpec, NetworkFactory, split_core
+from rlplat.networks.base import CORE_KEYS, ConfiguredNetwork, CoreSpec, NetworkFactory, split_core
 from rlplat.optim import Optimizers, make_optimizers
 from rlplat.registry import (
     BUFFERS,
@@ -326,7 +326,7 @@ def build_loss(
         check_recurrent_core(node["name"], core)
 
     def torso(out_features: int, space: gymnasium.Space) -> torch.nn.Module:
-        return NETWORKS.build("network", torso_node, space, out_features)
+        return NETWORKS.build("network", torso_node, space, out_features, also_valid=CORE_KEYS)
 
     factory: NetworkFactory = ConfiguredNetwork(torso, observation_space, core)
     return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
@@ -453,6 +453,12 @@ def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer)
                 "buffer.sequence_length to the steps back-propagated through (truncated BPTT), e.g. 8"
             )
         return
+    if getattr(loss, "recurrent_cores", False) and loss.sequence_length == 1 and buffer.sequence_length > 1:
+        raise ConfigError(
+            f"buffer.sequence_length={buffer.sequence_length}: sequences are for a recurrent core, and loss "
+            f"{config['loss']['name']!r} has none (network.core=null); set network.core=lstm or gru, or "
+            "buffer.sequence_length=1"
+        )
     if loss.sequence_length != buffer.sequence_length:
         raise ConfigError(
             f"buffer.sequence_length={buffer.sequence_length}: loss {config['loss']['name']!r} needs samples of "

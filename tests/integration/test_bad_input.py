@@ -51,6 +51,7 @@ NEEDLES = {
     "algo=ppoo": ["algo='ppoo'", "Did you mean 'ppo'?"],
     "algo=dqn env=pendulum": ["loss 'dqn' cannot act in env 'Pendulum-v1'", "Algorithms for this env: a2c, ddpg"],
     "algo=ppo buffer=replay": ["buffer='replay' does not fit loss 'ppo'", "Buffers that fit: rollout"],
+    "algo=dqn env=cartpole network.core=lstm": ["network.core='lstm'", "loss 'dqn' takes no recurrent core"],
     "network.hiden_sizes=[8]": ["network.hiden_sizes=[8]", "Did you mean 'hidden_sizes'?"],
 }
 """Each bad input (the command after ``rlplat-train``) and what its line must say."""

@@ -525,18 +525,26 @@ def test_a_job_killed_before_it_recorded_its_run_is_started_again_and_shows_once
 
 @pytest.mark.parametrize(
     "algo,transforms",
-    [("ppo", []), ("ppo", ["transforms.reward_scale={}"]), ("ppo_kl", [])],
-    ids=["preset", "reward_scale", "ppo_kl"],
+    [
+        ("ppo", []),
+        ("ppo", ["transforms.reward_scale={}"]),
+        ("ppo_kl", []),
+        ("ppo_lstm", ["env=cartpole_masked", "buffer.burn_in=4"]),
+        ("ppo_kl", ["env=cartpole_masked", "network.core=gru", "buffer.sequence_length=8"]),
+    ],
+    ids=["preset", "reward_scale", "ppo_kl", "ppo_lstm", "ppo_kl_gru"],
 )
 def test_a_run_stopped_and_resumed_logs_the_evaluations_of_one_that_never_stopped(tmp_path, algo, transforms):
     """PPO's preset decays its learning rate (trainer.lr_schedule=linear): the resumed run
     must go on with the decayed rates the schedule sets, not the checkpoint's last ones;
-    reward scaling's per-env discounted returns go on as they were; and PPO-KL adapts its
-    penalty from the rollout of the update before the stop."""
+    reward scaling's per-env discounted returns go on as they were; PPO-KL adapts its
+    penalty from the rollout of the update before the stop; a recurrent policy's state per
+    env goes on from where it was (and PPO-KL's KL runs over the kept rollout's episodes)."""
     (tmp_path / "whole").mkdir()
     (tmp_path / "split").mkdir()
     whole, split = (f"sqlite:///{tmp_path / name / 'mlflow.db'}" for name in ("whole", "split"))
-    args = [f"algo={algo}", *PPO[1:], "seed=5", *transforms]
+    base = [arg for arg in PPO[1:] if not (arg.startswith("env=") and any(t.startswith("env=") for t in transforms))]
+    args = [f"algo={algo}", *base, "seed=5", *transforms]
     assert "trainer.lr_schedule=constant" not in args
     result = cli("rlplat-train", *args, f"tracking.uri={whole}", cwd=tmp_path / "whole")
     assert result.returncode == 0, result.stderr
