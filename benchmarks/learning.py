@@ -81,6 +81,11 @@ TARGETS = [
     Target("sac", "hopper", threshold=1000.0, seeds=(0,), overrides=("trainer.total_frames=100000",)),
     # MiniGrid (pip install 'rlplat[minigrid]'): DoorKey-5x5 solved within the preset's 300k frames on 3 seeds
     Target("ppo", "minigrid_doorkey", threshold=0.8, seeds=(0, 1, 2)),
+    # memory: CartPole without its velocities (env=cartpole_masked), 300k frames on 3 seeds; the
+    # recurrent presets reach 450 (PPO) and 300 (A2C), PPO without memory does not
+    Target("ppo_lstm", "cartpole_masked", threshold=450.0, seeds=(0, 1, 2)),
+    Target("ppo", "cartpole_masked", threshold=450.0, seeds=(0, 1, 2)),
+    Target("a2c_lstm", "cartpole_masked", threshold=300.0, seeds=(0, 1, 2)),
 ]
 
 

@@ -28,8 +28,6 @@ OUTPUT_KEYS = (
     "approx_kl",
     "clip_fraction",
     "ratio",
-    "explained_variance",
-    "value_mean",
 )
 """The keys of PPO's loss output, in the order :class:`NumpyPPOGradients` computes them."""
 
@@ -105,11 +103,8 @@ class NumpyPPOGradients:
         ratio = np.exp(log_ratio)
         clipped_ratio = np.clip(ratio, 1.0 - loss.clip_epsilon, 1.0 + loss.clip_epsilon)
         pg_loss1, pg_loss2 = ratio * advantage, clipped_ratio * advantage
-        value_target = batch[keys.VALUE_TARGET].numpy()
-        error = value - value_target  # [N, 1]
+        error = value - batch[keys.VALUE_TARGET].numpy()  # [N, 1]
         entropy_mean = entropy.mean()
-        with np.errstate(divide="ignore", invalid="ignore"):  # constant targets: nan, as torch gives
-            explained_variance = 1.0 - error.var() / value_target.var()
         terms = np.array(
             [
                 -np.minimum(pg_loss1, pg_loss2).mean(),  # loss_objective
@@ -119,8 +114,6 @@ class NumpyPPOGradients:
                 ((ratio - 1.0) - log_ratio).mean(),  # approx_kl (rlplat.functional.kl_estimate)
                 np.mean(ratio != clipped_ratio, dtype=np.float32),  # clip_fraction
                 ratio.mean(),
-                explained_variance,  # ActorCriticLoss.value_diagnostics
-                value.mean(),
             ],
             dtype=np.float32,
         )
@@ -130,4 +123,5 @@ class NumpyPPOGradients:
         agent.policy_backward(policy_saved, grad_log_prob, -loss.entropy_coef / n)
         error *= loss.value_coef / n
         agent.value_backward(value_saved, error)
-        return TensorDict(dict(zip(OUTPUT_KEYS, torch.from_numpy(terms).unbind())), batch_size=[])
+        output = dict(zip(OUTPUT_KEYS, torch.from_numpy(terms).unbind()))
+        return TensorDict({**output, **loss.rollout_diagnostics}, batch_size=[])

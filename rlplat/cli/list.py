@@ -267,6 +267,8 @@ def show_entries(console: Console, kind: str) -> list[Failure]:
     supplied = [name for names in supplied_arguments(kind) for name in names]
     note = "keys: what the YAML sets, with the defaults in code"
     note += f"; rlplat supplies {', '.join(supplied)} itself" if supplied else ""
+    if kind == "network":  # read by rlplat, not by the entry (rlplat.networks.base.CoreSpec)
+        note += "; every network also takes core=None, core_size=128, core_layers=1 (a recurrent core after it)"
     show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries, note=note)
     return failures
 

@@ -78,7 +78,7 @@ class A2CLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * v_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
-                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
+                **self.rollout_diagnostics,
             },
             batch_size=[],
         )

@@ -133,6 +133,8 @@ class ActorCriticLoss(nn.Module):
         if self.recurrent:  # sequences are cut at episode ends and start from the collector's state
             self.in_keys = (*self.in_keys, keys.RECURRENT_STATE, keys.NEXT_DONE)
         self.policy = self.agent
+        # the latest rollout's value diagnostics, logged beside the losses of its updates
+        self.rollout_diagnostics: dict[str, Tensor] = {}
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.normalize_advantage = normalize_advantage
@@ -187,21 +189,6 @@ class ActorCriticLoss(nn.Module):
             data[keys.OBSERVATION], data[keys.ACTION], data[keys.RECURRENT_STATE][:, 0], data[keys.BURN_IN], data[keys.MASK]
         )
         return data[sequences.mask], log_prob
-
-    def value_diagnostics(self, value: Tensor, value_target: Tensor) -> dict[str, Tensor]:
-        """``explained_variance``, 1 - Var[V_target - V] / Var[V_target] over the steps (1: the
-        values explain the targets; 0: no better than their mean; nan for constant
-        targets), and ``value_mean``, the mean V(s): detached 0-dim diagnostics beside the
-        losses, as Stable-Baselines3 logs them.
-
-        Args:
-            value: ``[M, 1]`` V(s).
-            value_target: ``[M, 1]`` the targets V is regressed on.
-        """
-        with torch.no_grad():
-            variance = value_target.var(correction=0)
-            explained = 1.0 - (value_target - value).var(correction=0) / variance
-            return {"explained_variance": explained, "value_mean": value.mean()}
 
     def advantages(self, batch: TensorDict) -> Tensor:
         """A minibatch's ``[N]`` advantages, normalised when ``normalize_advantage``."""
@@ -266,7 +253,25 @@ class ActorCriticLoss(nn.Module):
         rollout[keys.STATE_VALUE] = state_value
         rollout[keys.ADVANTAGE] = advantage
         rollout[keys.VALUE_TARGET] = value_target
+        self.rollout_diagnostics = value_diagnostics(state_value, value_target)
         return rollout
+
+
+def value_diagnostics(value: Tensor, value_target: Tensor) -> dict[str, Tensor]:
+    """A rollout's ``explained_variance``, 1 - Var[V_target - V] / Var[V_target] (1: the
+    values explain the targets; 0: no better than their mean; nan for constant targets), and
+    ``value_mean``, the mean V(s): 0-dim float32, computed once per rollout from the values
+    before its updates, as Stable-Baselines3's ``train/explained_variance``.
+
+    Args:
+        value: ``[T, B, 1]`` V(s_t) of the rollout.
+        value_target: ``[T, B, 1]`` the targets V is regressed on.
+    """
+    variance = value_target.var(correction=0)
+    return {
+        "explained_variance": 1.0 - (value_target - value).var(correction=0) / variance,
+        "value_mean": value.mean(),
+    }
 
 
 def normalize(advantage: Tensor) -> Tensor:

@@ -142,7 +142,7 @@ class PPOLoss(ActorCriticLoss):
                 "approx_kl": approx_kl,
                 "clip_fraction": clip_fraction,
                 "ratio": ratio_mean,
-                **self.value_diagnostics(value, value_target),
+                **self.rollout_diagnostics,
             },
             batch_size=[],
         )

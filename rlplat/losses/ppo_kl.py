@@ -148,7 +148,7 @@ class PPOKLLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * v_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
-                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
+                **self.rollout_diagnostics,
                 "kl": kl.detach(),
                 "kl_beta": self.kl_beta.clone(),
             },

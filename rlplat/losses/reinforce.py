@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import td_lambda_return
-from rlplat.losses.actor_critic import ActorCriticLoss
+from rlplat.losses.actor_critic import ActorCriticLoss, value_diagnostics
 from rlplat.networks.actor_critic import NetworkFactory
 
 
@@ -81,6 +81,7 @@ class ReinforceLoss(ActorCriticLoss):
         rollout[keys.STATE_VALUE] = baseline
         rollout[keys.VALUE_TARGET] = returns
         rollout[keys.ADVANTAGE] = returns - baseline
+        self.rollout_diagnostics = value_diagnostics(baseline, returns)
         return rollout
 
     def forward(self, batch: TensorDict) -> TensorDict:
@@ -97,7 +98,7 @@ class ReinforceLoss(ActorCriticLoss):
                 "loss_critic": self.value_coef * baseline_loss,
                 "loss_entropy": loss_entropy,
                 "entropy": entropy,
-                **self.value_diagnostics(value, batch[keys.VALUE_TARGET]),
+                **self.rollout_diagnostics,
             },
             batch_size=[],
         )

@@ -48,6 +48,8 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
         "loss/objective",
         "loss/critic",
         "train/approx_kl",
+        "train/explained_variance",
+        "train/value_mean",
     ):
         assert metric in run.data.metrics, metric
     assert [m.step for m in client.get_metric_history(run.info.run_id, "time/fps")] == [128, 256]
