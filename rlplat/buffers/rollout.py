@@ -65,7 +65,11 @@ class RolloutBuffer:
         frames_per_batch = steps * rollout_shape[1]
         if epochs < 1:
             raise ConfigError(f"buffer.epochs={epochs}: must be at least 1")
-        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or not 1 <= sequence_length <= steps:
+        if (
+            isinstance(sequence_length, bool)
+            or not isinstance(sequence_length, int)
+            or not 1 <= sequence_length <= steps
+        ):
             raise ConfigError(
                 f"buffer.sequence_length={sequence_length!r}: must be an integer in [1, {steps}], "
                 "the steps of a rollout (collector.steps_per_env)"

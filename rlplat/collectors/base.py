@@ -123,7 +123,9 @@ class RecurrentPolicy(Policy, Protocol):
         """``[batch, S]`` float32 on the policy's device: the state at an episode's first step."""
         ...
 
-    def act_recurrent(self, observation: Tensor, state: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    def act_recurrent(
+        self, observation: Tensor, state: Tensor, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """As :meth:`Policy.act`, from ``[N, S]`` states: ``(action, log_prob, next state [N, S])``."""
         ...
 

@@ -186,7 +186,11 @@ class ActorCriticLoss(nn.Module):
         data = rollout.reshape(-1)[sequences.index]  # [S, T]
         data[keys.MASK], data[keys.BURN_IN] = sequences.mask, sequences.burn_in
         log_prob, _, _ = self.recurrent_agent.sequence_log_prob_entropy_value(
-            data[keys.OBSERVATION], data[keys.ACTION], data[keys.RECURRENT_STATE][:, 0], data[keys.BURN_IN], data[keys.MASK]
+            data[keys.OBSERVATION],
+            data[keys.ACTION],
+            data[keys.RECURRENT_STATE][:, 0],
+            data[keys.BURN_IN],
+            data[keys.MASK],
         )
         return data[sequences.mask], log_prob
 

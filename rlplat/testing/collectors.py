@@ -42,6 +42,25 @@ class ObservationPolicy:
         return action, -first.abs()
 
 
+class CountingPolicy(ObservationPolicy):
+    """A :class:`rlplat.collectors.base.RecurrentPolicy` whose state counts the steps since the
+    episode began: a rollout's ``recurrent_state`` shows whether the collector stored the
+    state each step acted from and reset it exactly where an episode ended."""
+
+    state_size = 2
+
+    def initial_state(self, batch: int) -> Tensor:
+        """``[batch, 2]`` zeros."""
+        return torch.zeros(batch, self.state_size)
+
+    def act_recurrent(
+        self, observation: Tensor, state: Tensor, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """As :meth:`ObservationPolicy.act`, and ``state + 1``."""
+        action, log_prob = self.act(observation, deterministic)
+        return action, log_prob, state + 1
+
+
 def check_collector(
     entry: Entry,
     kwargs: Mapping[str, Any] | None = None,
@@ -70,7 +89,10 @@ def check_collector(
     * ``pop_finished()`` returns one :class:`rlplat.envs.base.Episode` per ended episode
       (``("next", "done")``), then nothing;
     * ``state_dict()`` is a mapping ``torch.save`` can write; with ``total_frames=1``
-      iteration stops after one rollout; ``close()`` runs.
+      iteration stops after one rollout; ``close()`` runs;
+    * with a recurrent policy (:class:`rlplat.collectors.base.RecurrentPolicy`), rollouts hold
+      ``recurrent_state`` ``[T, B, S]``, the state each step acted from: zeros at an episode's
+      first step, else the state the policy returned at the step before, across rollouts too.
 
     Args:
         entry: Registered collector name, or the constructor itself.
@@ -90,10 +112,17 @@ def check_collector(
 
 
 def _build(
-    collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int, total_frames: int
+    collector_entry: Subject,
+    kwargs: Any,
+    env_entry: Subject,
+    env_kwargs: Any,
+    seed: int,
+    total_frames: int,
+    recurrent: bool = False,
 ) -> tuple[Any, list[int], tuple[gymnasium.Space, gymnasium.Space]]:
-    """The collector over the env entry, the ``num_envs`` it asked ``make_env`` for, and the
-    env's ``(observation_space, action_space)``."""
+    """The collector over the env entry (acting with :class:`CountingPolicy` when
+    ``recurrent``), the ``num_envs`` it asked ``make_env`` for, and the env's
+    ``(observation_space, action_space)``."""
     probe = env_entry.build(env_kwargs)
     spaces = probe.observation_space, probe.action_space
     probe.close()
@@ -108,7 +137,7 @@ def _build(
         collector = collector_entry.build(
             kwargs,
             make_env=make_env,
-            policy=ObservationPolicy(action_space),
+            policy=(CountingPolicy if recurrent else ObservationPolicy)(action_space),
             total_frames=total_frames,
             device=torch.device("cpu"),
             seed=seed,
@@ -144,6 +173,35 @@ def _check_on(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwa
         with collector_entry.running("close()"):
             collector.close()
     _check_stops(collector_entry, kwargs, env_entry, env_kwargs, seed)
+    _check_recurrent(collector_entry, kwargs, env_entry, env_kwargs, seed)
+
+
+def _check_recurrent(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int) -> None:
+    """Two rollouts with :class:`CountingPolicy`: each step's stored state is the count of
+    steps since its episode began."""
+    collector, _, _ = _build(collector_entry, kwargs, env_entry, env_kwargs, seed, total_frames=10**12, recurrent=True)
+    try:
+        with collector_entry.running("collecting two rollouts with a recurrent policy"):
+            rollouts = list(itertools.islice(collector, 2))
+    finally:
+        collector.close()
+    state = [r.get(keys.RECURRENT_STATE, None) for r in rollouts]
+    collector_entry.expect(
+        all(isinstance(s, Tensor) and s.shape == (*r.batch_size, 2) for s, r in zip(state, rollouts)),
+        "with a recurrent policy (state_size 2) the rollout has no 'recurrent_state' [T, B, 2]: the state each "
+        "step acted from",
+    )
+    stored = torch.cat(state)[..., 0]  # [2T, B]
+    done = torch.cat([r[keys.NEXT_DONE] for r in rollouts])[..., 0]
+    expected = torch.zeros_like(stored)
+    for t in range(1, stored.shape[0]):
+        expected[t] = torch.where(done[t - 1], 0.0, expected[t - 1] + 1)
+    collector_entry.expect(
+        torch.equal(stored, expected),
+        "'recurrent_state' is not the state each step acted from: it must start at the policy's initial state, "
+        "carry the state act_recurrent returned (across rollouts too) and be reset to the initial state after "
+        "every step with ('next', 'done')",
+    )
 
 
 def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int) -> tuple[int, int]:

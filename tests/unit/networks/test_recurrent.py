@@ -107,7 +107,9 @@ def test_no_minibatch_sequence_carries_state_across_an_episode_boundary(burn_in)
             assert not batch[keys.NEXT_DONE][row][mask[row]][:-1].any()
             seen += [(int(e), int(t)) for e, t in zip(batch["episode"][row][mask[row]], batch["time"][row][mask[row]])]
     # each epoch covers every step of the rollout once
-    assert sorted(seen) == sorted(2 * [(int(e), int(t)) for e, t in zip(rollout["episode"].flatten(), rollout["time"].flatten())])
+    assert sorted(seen) == sorted(
+        2 * [(int(e), int(t)) for e, t in zip(rollout["episode"].flatten(), rollout["time"].flatten())]
+    )
 
 
 def collector(policy, num_envs: int = 4, steps: int = 16, frames: int = 128) -> SyncCollector:

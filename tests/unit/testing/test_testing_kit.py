@@ -414,6 +414,21 @@ def test_a_collector_with_wrong_next_observations_is_named():
         check_collector(StaleNext, {"num_envs": 2, "steps_per_env": 8})
 
 
+class Forgets(SyncCollector):
+    """Never resets a recurrent policy's state where an episode ends."""
+
+    def rollout(self):
+        self.acting.episodes_ended = lambda done: None
+        return super().rollout()
+
+
+def test_a_collector_that_carries_a_recurrent_state_across_episodes_is_named():
+    with pytest.raises(AssertionError, match=r"collector 'Forgets': 'recurrent_state' is not the state each step"):
+        check_collector(
+            Forgets, {"num_envs": 2, "steps_per_env": 8}, envs=[("gym", {"id": "CartPole-v1", "max_episode_steps": 5})]
+        )
+
+
 # --- check_conforms: the registry's protocol check -----------------------------------------------
 
 
