@@ -44,6 +44,7 @@ from rlplat.networks.exploration import SquashedGaussianPolicy
 from rlplat.networks.heads import CategoricalHead, GaussianHead
 from rlplat.networks.mlp import MLP
 from rlplat.networks.q import ContinuousQEnsemble
+from rlplat.networks.recurrent import RecurrentActorCritic
 from rlplat.optim import Optimizers
 from rlplat.optim.base import Flatten
 from rlplat.trainer import Autograd, Gradients
@@ -71,6 +72,8 @@ def _not_exactly(obj: object, cls: type, what: str) -> str | None:
     """None when ``obj`` is exactly ``cls``; else why not, in the user's terms."""
     if type(obj) is cls:
         return None
+    if type(obj) is RecurrentActorCritic:  # rlplat's own: said as the config says it
+        return f"network.core={cast(RecurrentActorCritic, obj).actor_core.kind}, a recurrent core"
     kind = f"a subclass of {cls.__qualname__}" if isinstance(obj, cls) else f"not {cls.__qualname__}"
     return f"{what} is {_class_name(obj)}, {kind}"
 
@@ -154,6 +157,8 @@ def numpy_acting(policy: Policy) -> str | None:
             actor.torso, "the actor's network", tuple(NUMPY_IN_PLACE)
         )
         parameters = list(actor.parameters())
+    elif isinstance(policy, RecurrentActorCritic):
+        return _not_exactly(policy, ActorCritic, "the policy")
     else:
         return f"the policy is {_class_name(policy)}"
     if reason is None and not on_cpu_float32(*parameters):

@@ -202,3 +202,36 @@ def test_a_recurrent_buffer_needs_sequences_it_can_cut():
         RolloutBuffer((8, 2), sequence_length=9)
     with pytest.raises(ConfigError, match=r"buffer.burn_in=2: burn-in refreshes a recurrent state"):
         RolloutBuffer((8, 2), sequence_length=1, burn_in=2)
+
+
+def test_a_core_after_a_cnn_learns_from_sequences_of_uint8_frames():
+    """Pixels: the CNN encodes each frame of a sequence, the core runs over the encodings, and
+    the gradient reaches the convolutions."""
+    from rlplat.networks.cnn import NatureCNN
+
+    torch.manual_seed(4)
+    space = gymnasium.spaces.Box(0, 255, (3, 12, 12), dtype="uint8")
+    cnn = ConfiguredNetwork(
+        lambda out, space: NatureCNN(space, out, channels=[4], kernel_sizes=[3], strides=[2]),
+        space,
+        CoreSpec("gru", hidden_size=8),
+    )
+    loss = A2CLoss(space, gymnasium.spaces.Discrete(3), cnn, features=16, share_torso=True)
+    N, P = 3, 5
+    batch = TensorDict(
+        {
+            keys.OBSERVATION: torch.randint(0, 256, (N, P, 3, 12, 12), dtype=torch.uint8),
+            keys.ACTION: torch.randint(0, 3, (N, P)),
+            keys.ADVANTAGE: torch.randn(N, P, 1),
+            keys.VALUE_TARGET: torch.randn(N, P, 1),
+            keys.RECURRENT_STATE: torch.zeros(N, P, loss.agent.state_size),
+            keys.MASK: torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4]),
+            keys.BURN_IN: torch.zeros(N, P, dtype=torch.bool),
+        },
+        batch_size=[N, P],
+    )
+    output = loss(batch)
+    sum(v for k, v in output.items() if k.startswith("loss_")).backward()
+    convolution = next(p for name, p in loss.agent.actor_torso.named_parameters() if "weight" in name)
+    assert convolution.grad is not None and convolution.grad.abs().sum() > 0
+    assert loss.agent.actor_core.rnn.weight_hh_l0.grad.abs().sum() > 0
