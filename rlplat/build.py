@@ -12,13 +12,16 @@ message before any run is created:
 * the buffer can hold what the collector yields and the loss samples (replay capacity at
   least one rollout, one sequence and one batch);
 * the loss's parameter groups cover each trainable parameter once, and every ``optim.<group>``
-  names one of them.
+  names one of them;
+* ``loss.addons`` go to a loss that takes them, and a reference policy an add-on loads from
+  another run reads this run's observations and acts in its action space (:class:`PolicyFromRun`).
 
 The parts go to :class:`rlplat.trainer.Trainer`, which only runs them.
 """
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from rlplat.accel import Acceleration
 from rlplat.accel.plan import Warn, warn_on_stderr
 from rlplat.buffers.base import Buffer
+from rlplat.checkpoint import CheckpointError, rng_state, set_rng_state
 from rlplat.collectors.base import Collector
 from rlplat.envs.base import check_observation_space
 from rlplat.envs.pool import EnvPoolTask
@@ -44,7 +48,11 @@ from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs t
 )
 from rlplat.envs.vector import VectorEnv
 from rlplat.loggers import check_loggers
+from rlplat.losses.actor_critic import ActorCriticLoss
+from rlplat.losses.addons import PolicyLoader, build_addons
+from rlplat.losses.addons.base import addon_names
 from rlplat.losses.base import Loss
+from rlplat.networks.actor_critic import ActorCritic
 from rlplat.networks.base import CORE_KEYS, ConfiguredNetwork, CoreSpec, NetworkFactory, split_core
 from rlplat.optim import Optimizers, make_optimizers
 from rlplat.registry import (
@@ -59,6 +67,7 @@ from rlplat.registry import (
     closest,
 )
 from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
+from rlplat.tracking.locate import Located, locate
 from rlplat.trainer import Gradients, Parts
 from rlplat.transforms.base import EnvTransform, Transform, TransformLike
 
@@ -131,7 +140,8 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
 
     env_node = config["env"]
     transforms, observation_space, action_space = build_transforms(config["transforms"], env_node, seed)
-    loss = build_loss(config, observation_space, action_space).to(device)
+    load_policy = PolicyFromRun(tracking.uri, transforms, observation_space, action_space, device, warn)
+    loss = build_loss(config, observation_space, action_space, load_policy).to(device)
     check_buffer_kind(config, loss)
     acceleration = Acceleration(loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn)
     optimizers, gradients = build_updates(config, loss, trainer, acceleration)
@@ -312,15 +322,35 @@ def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) ->
 
 
 def build_loss(
-    config: Mapping[str, Any], observation_space: gymnasium.Space, action_space: gymnasium.Space
+    config: Mapping[str, Any],
+    observation_space: gymnasium.Space,
+    action_space: gymnasium.Space,
+    load_policy: PolicyLoader | None = None,
 ) -> MovableLoss:
-    """The ``loss`` node -> the loss, after checking it can act in ``action_space``.
+    """The ``loss`` node -> the loss, after checking it can act in ``action_space``, with the
+    add-ons of ``loss.addons`` attached (:mod:`rlplat.losses.addons`).
+
+    Args:
+        config: The resolved config (its ``loss``, ``network`` and ``env`` nodes are read).
+        observation_space: The env's single observation space, transforms applied.
+        action_space: The env's single action space.
+        load_policy: How add-ons load another run's policy (:class:`PolicyFromRun`); None
+            loads none (an add-on that needs one is refused).
 
     Raises:
-        ConfigError: when the loss cannot act in the env (names both and the losses that can).
+        ConfigError: when the loss cannot act in the env (names both and the losses that can);
+            for ``loss.addons`` the loss does not take, or that are unknown or misconfigured.
     """
-    node = config["loss"]
-    check_action_space(node.get("name"), action_space, config["env"], observation_space)
+    node = dict(config["loss"])
+    addons = node.pop("addons", None)
+    check_action_space(config["loss"].get("name"), action_space, config["env"], observation_space)
+    names = addon_names(addons)
+    takes_addons = _takes_addons(node["name"])
+    if names and not takes_addons:
+        raise ConfigError(
+            f"loss.addons ({', '.join(names)}): loss {node['name']!r} takes no add-ons. "
+            f"Losses that do: {', '.join(addon_losses())}; or leave loss.addons empty"
+        )
     torso_node, core = split_core(config["network"])
     if core is not None:
         check_recurrent_core(node["name"], core)
@@ -329,7 +359,211 @@ def build_loss(
         return NETWORKS.build("network", torso_node, space, out_features, also_valid=CORE_KEYS)
 
     factory: NetworkFactory = ConfiguredNetwork(torso, observation_space, core)
-    return LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss)
+    also_valid = ("addons",) if takes_addons else ()
+    loss = LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss, also_valid=also_valid)
+    if names:
+        actor_critic = cast(ActorCriticLoss, loss)
+        actor_critic.check_addons(names)  # before loading anything
+        actor_critic.attach_addons(build_addons(addons, observation_space, action_space, load_policy or _no_loading))
+    return cast(MovableLoss, loss)
+
+
+def _takes_addons(loss_name: str) -> bool:
+    """Whether the loss entry takes ``loss.addons``: an :class:`ActorCriticLoss` whose class
+    leaves ``takes_addons`` true (read before construction)."""
+    target = LOSSES.get(loss_name, key="loss.name")
+    return isinstance(target, type) and issubclass(target, ActorCriticLoss) and target.takes_addons
+
+
+def addon_losses() -> list[str]:
+    """The (loadable) loss entries that take ``loss.addons``."""
+    able = []
+    for name in LOSSES.names():
+        try:
+            if _takes_addons(name):
+                able.append(name)
+        except PluginError:  # a broken plugin must not hide the message it is listed in
+            continue
+    return able
+
+
+def _no_loading(source: str, key: str) -> ActorCritic:
+    raise ConfigError(f"{key}={source!r}: this build loads no other run's policy (build_loss without load_policy)")
+
+
+@dataclass(frozen=True)
+class PolicyFromRun:
+    """rlplat's :class:`rlplat.losses.addons.PolicyLoader`: the policy of another run, rebuilt
+    from its checkpoint's own config and weights.
+
+    The source is found as ``rlplat-eval`` finds a run (:func:`rlplat.tracking.locate.locate`:
+    a run id in ``tracking_uri``, a run directory's ``final.pt`` or newest checkpoint, or a
+    checkpoint file). Before its weights are loaded it must fit this run: the same
+    observation and action spaces (kind, shape, dtype, size), observation transforms over the
+    batch that map observations alike (:func:`check_same_observations`), and a feed-forward
+    actor-critic agent (its loss an :class:`ActorCriticLoss`, ``network.core`` null). Python's,
+    numpy's and torch's random states are left as they were, so that loading a reference does
+    not change this run's draws. The agent is returned frozen (``requires_grad`` false, eval
+    mode) on ``device``.
+
+    Attributes:
+        tracking_uri: The store a run id is looked up in: this run's ``tracking.uri``.
+        transforms: This run's transforms, built and fitted.
+        observation_space: This run's single observation space, transforms applied.
+        action_space: This run's single action space.
+        device: This run's device.
+        warn: Called with a warning when an unreadable checkpoint is skipped.
+    """
+
+    tracking_uri: str
+    transforms: tuple[Transform, ...]
+    observation_space: gymnasium.Space
+    action_space: gymnasium.Space
+    device: torch.device
+    warn: Warn = warn_on_stderr
+
+    def __call__(self, source: str, key: str) -> ActorCritic:
+        """See :meth:`rlplat.losses.addons.PolicyLoader.__call__`."""
+        located = self.locate(source, key)
+        where = f"{key}={source!r}"
+        config = located.state.get("config")
+        if not isinstance(config, Mapping) or not {"env", "loss", "network"} <= set(config):
+            config = None  # not a run's checkpoint
+        if config is None or "loss" not in located.state:
+            raise ConfigError(f"{where}: {str(located.checkpoint)!r} holds no config and loss weights of a run")
+        _, core = split_core(config["network"])
+        if core is not None:
+            raise ConfigError(
+                f"{where}: that run's policy is recurrent (network.core={core.kind!r}); a reference is a "
+                "feed-forward policy"
+            )
+        saved = rng_state()
+        try:
+            agent = self._rebuild(where, located, config)
+        finally:
+            set_rng_state(saved)
+        agent.requires_grad_(False)
+        return agent.eval().to(self.device)
+
+    def locate(self, source: str, key: str) -> Located:
+        """The checkpoint ``source`` names (``final.pt`` first for a run directory).
+
+        Raises:
+            ConfigError: naming ``key`` for a source that is not a non-empty string, or that no
+                checkpoint, run directory or run id of ``tracking_uri`` is.
+        """
+        if not isinstance(source, str) or not source:
+            raise ConfigError(f"{key}={source!r}: give a run id, a run directory or a checkpoint file")
+        try:
+            return locate(key, source, self.tracking_uri, which="final", warn=self.warn)
+        except CheckpointError as error:  # a checkpoint file that cannot be read names only the file
+            if str(error).startswith(f"{key}="):
+                raise
+            raise CheckpointError(f"{key}={source!r}: {error}") from error
+
+    def _rebuild(self, where: str, located: Located, config: Mapping[str, Any]) -> ActorCritic:
+        """The source run's agent, its weights loaded, after the checks of :class:`PolicyFromRun`."""
+        transforms, observation_space, action_space = build_transforms(
+            config.get("transforms") or {}, config["env"], int(config.get("seed", 0))
+        )
+        check_same_spaces(where, (self.observation_space, self.action_space), (observation_space, action_space))
+        saved = located.state.get("transforms", [])
+        if len(saved) != len(transforms):
+            count = f"{len(saved)} transform states, its config {len(transforms)}"
+            raise ConfigError(f"{where}: its checkpoint holds {count}")
+        for transform, state in zip(transforms, saved, strict=True):
+            transform.load_state_dict(state)
+        check_same_observations(where, self.transforms, transforms, self.observation_space)
+        node = {k: v for k, v in config["loss"].items() if k != "addons"}  # a reference needs no add-ons of its own
+        loss = build_loss({**config, "loss": node}, observation_space, action_space)
+        if not isinstance(loss, ActorCriticLoss):
+            raise ConfigError(
+                f"{where}: the run's loss {node.get('name')!r} has no actor-critic policy to compare with; give a run "
+                f"of {', '.join(addon_losses())}"
+            )
+        try:
+            loss.load_state_dict(located.state["loss"])
+        except (RuntimeError, KeyError, ValueError) as error:
+            reason = " ".join(str(error).split())[:300]
+            raise ConfigError(f"{where}: its checkpoint's weights do not fit its config ({reason})") from error
+        return loss.agent
+
+
+def space_signature(space: gymnasium.Space) -> tuple[Any, ...]:
+    """What a policy's inputs or outputs depend on in a space: its kind, shape, dtype and size
+    (``n``, ``nvec``), key by key for a Dict (Box bounds left out: actions are normalised)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return ("Dict", tuple((key, space_signature(sub)) for key, sub in space.spaces.items()))
+    nvec = getattr(space, "nvec", None)
+    n = getattr(space, "n", None)
+    return (
+        type(space).__name__,
+        tuple(space.shape or ()),
+        str(space.dtype),
+        None if n is None else int(n),
+        None if nvec is None else tuple(int(v) for v in np.ravel(nvec)),
+    )
+
+
+def check_same_spaces(
+    where: str, ours: tuple[gymnasium.Space, gymnasium.Space], theirs: tuple[gymnasium.Space, gymnasium.Space]
+) -> None:
+    """Raise ConfigError (starting with ``where``) unless both (observation, action) spaces
+    have the same :func:`space_signature`."""
+    if [space_signature(s) for s in ours] != [space_signature(s) for s in theirs]:
+        raise ConfigError(
+            f"{where}: that run's policy reads observations {theirs[0]} and acts in {theirs[1]}; this run has "
+            f"observations {ours[0]} and actions {ours[1]}"
+        )
+
+
+def check_same_observations(
+    where: str, ours: Sequence[TransformLike], theirs: Sequence[TransformLike], observation_space: gymnasium.Space
+) -> None:
+    """Raise ConfigError (starting with ``where``) unless another run's policy reads this run's
+    observations as it read its own, for the whole run: this run's and that run's transforms
+    over the batch (those that are not env transforms, e.g. ``obs_norm``) map a probe batch of
+    observations alike, and this run's keep no running statistics (a copy of them fed the
+    probe batch with ``update=True`` maps it as before). Fixed statistics are alike where they
+    were given or gathered alike (``transforms.obs_norm.init_steps`` with the same env and seed).
+    """
+    ours = [t for t in ours if not isinstance(t, EnvTransform)]
+    theirs = [t for t in theirs if not isinstance(t, EnvTransform)]
+    if not ours and not theirs:
+        return
+    if not isinstance(observation_space, gymnasium.spaces.Box):
+        raise ConfigError(f"{where}: transforms over {observation_space} observations cannot be compared; use none")
+    probe = copy.deepcopy(observation_space)
+    probe.seed(0)
+    batch = torch.as_tensor(np.stack([probe.sample() for _ in range(16)]))
+    batch = batch.float() if batch.is_floating_point() else batch
+
+    def mapped(chain: Sequence[TransformLike], update: bool = False) -> torch.Tensor:
+        x = batch.clone()
+        for transform in chain:
+            x = transform.transform_observation(x, update)
+        return x.double()
+
+    fix = (
+        "give both runs fixed statistics (transforms.obs_norm.init_steps=N with the same env and seed, or "
+        "transforms.obs_norm.mean and std) or none (transforms.obs_norm=null)"
+    )
+    if not torch.allclose(mapped(ours), mapped(theirs), rtol=1e-5, atol=1e-6):
+        raise ConfigError(
+            f"{where}: that run's transforms ({_names(theirs)}) map observations otherwise than this run's "
+            f"({_names(ours)}), so its policy would read inputs it was not trained on; {fix}"
+        )
+    moving = copy.deepcopy(ours)
+    mapped(moving, update=True)
+    if not torch.allclose(mapped(moving), mapped(ours), rtol=1e-5, atol=1e-6):
+        raise ConfigError(
+            f"{where}: this run's transforms ({_names(ours)}) update running statistics as it trains, so that run's "
+            f"policy would read observations mapped otherwise than it was trained on; {fix}"
+        )
+
+
+def _names(transforms: Sequence[TransformLike]) -> str:
+    return ", ".join(type(t).__name__ for t in transforms) or "none"
 
 
 def check_recurrent_core(loss_name: str, core: CoreSpec) -> None:

@@ -2,7 +2,7 @@
 
 Every entry is declared as an entry point in the groups ``rlplat.envs``,
 ``rlplat.transforms``, ``rlplat.networks``, ``rlplat.collectors``, ``rlplat.buffers``,
-``rlplat.losses`` and ``rlplat.optimizers``: rlplat's own in its pyproject.toml, other
+``rlplat.losses``, ``rlplat.optimizers`` and ``rlplat.loss_addons``: rlplat's own in its pyproject.toml, other
 distributions' in theirs. Names are listed without importing anything (so composing a
 config or a sweep's main process never imports torch); an entry is imported when first
 asked for, and one that fails to import breaks only a run that selects it.
@@ -262,6 +262,7 @@ def check_kwargs(
     reserved: Iterable[str] = (),
     entry: str | None = None,
     also_valid: Sequence[str] = (),
+    name_key: bool = True,
 ) -> None:
     """Check ``kwargs`` against ``target``'s signature, in the user's terms.
 
@@ -275,6 +276,8 @@ def check_kwargs(
             preset set for another network).
         also_valid: Keys of the node rlplat reads itself, listed among the valid keys (and
             suggested for a misspelling), never passed to ``target``.
+        name_key: Whether the node names its entry with a ``name`` key (listed first among the
+            valid keys); False for a node named by its own key (``loss.addons.<name>``).
 
     Raises:
         ConfigError: naming an unknown key with the valid keys and the closest, or a missing
@@ -289,7 +292,8 @@ def check_kwargs(
         for name, value in kwargs.items():
             if name not in valid:
                 owner = key if entry is None else f"{key} {entry!r}"
-                message = f"{key}.{name}={value!r}: {owner} has no key {name!r}. Valid keys: name, {', '.join(valid)}."
+                listed = ", ".join(["name", *valid] if name_key else valid)
+                message = f"{key}.{name}={value!r}: {owner} has no key {name!r}. Valid keys: {listed}."
                 suggestion = closest(name, valid)
                 if suggestion is not None:
                     message += f" Did you mean {suggestion!r}?"
@@ -383,6 +387,8 @@ COLLECTORS = Registry("collector", "rlplat.collectors")
 BUFFERS = Registry("buffer", "rlplat.buffers")
 LOSSES = Registry("loss", "rlplat.losses")
 OPTIMIZERS = Registry("optimizer", "rlplat.optimizers")
+LOSS_ADDONS = Registry("loss_addon", "rlplat.loss_addons")
+"""Extra policy-loss terms an on-policy loss adds, chosen under ``loss.addons`` (:mod:`rlplat.losses.addons`)."""
 
 BUILTIN_MODULES = (
     "rlplat.envs",
@@ -392,9 +398,10 @@ BUILTIN_MODULES = (
     "rlplat.buffers",
     "rlplat.losses",
     "rlplat.optim",
+    "rlplat.losses.addons",
 )
 """Modules whose import registers rlplat's own entries (each must also be an entry point)."""
 
 REGISTRIES: dict[str, Registry] = {
-    r.kind: r for r in (ENVS, TRANSFORMS, NETWORKS, COLLECTORS, BUFFERS, LOSSES, OPTIMIZERS)
+    r.kind: r for r in (ENVS, TRANSFORMS, NETWORKS, COLLECTORS, BUFFERS, LOSSES, OPTIMIZERS, LOSS_ADDONS)
 }

@@ -79,7 +79,15 @@ DEVICES = [
 FRAME_ENVS = ("pong",)
 """Env presets of image frames, whose games last thousands of steps: CLI tests cut them short."""
 
-EXTRA_ENVS = ("minigrid_doorkey", "minigrid_empty", "hopper", "halfcheetah", "walker2d", "inverted_pendulum")
+EXTRA_ENVS = (
+    "minigrid_doorkey",
+    "minigrid_doorkey_8x8",
+    "minigrid_empty",
+    "hopper",
+    "halfcheetah",
+    "walker2d",
+    "inverted_pendulum",
+)
 """Env presets of the minigrid and mujoco extras: every algo on them runs in the slow suite
 (tests/integration/test_mujoco.py, test_minigrid_cli.py); the default suite builds them."""
 

@@ -245,7 +245,8 @@ def registry_pages() -> dict[str, str]:
     for kind, registry in REGISTRIES.items():
         entries = registry.entries()
         group = GROUPS.get(kind)
-        how = f"chosen with `{group}=<name>`" if group else "keys of the `transforms:` mapping"
+        mapping = "loss.addons" if kind == "loss_addon" else "transforms"
+        how = f"chosen with `{group}=<name>`" if group else f"keys of the `{mapping}:` mapping"
         lines = [f"# {kind}", "", f"Entries of the entry-point group `{registry.group}` ({how}).", "",
                  "| name | distribution | what |", "|---|---|---|"]  # fmt: skip
         for entry in entries:

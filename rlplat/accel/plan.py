@@ -72,8 +72,8 @@ def _not_exactly(obj: object, cls: type, what: str) -> str | None:
     """None when ``obj`` is exactly ``cls``; else why not, in the user's terms."""
     if type(obj) is cls:
         return None
-    if type(obj) is RecurrentActorCritic:  # rlplat's own: said as the config says it
-        return f"network.core={cast(RecurrentActorCritic, obj).actor_core.kind}, a recurrent core"
+    if isinstance(obj, RecurrentActorCritic) and type(obj) is RecurrentActorCritic:  # said as the config says it
+        return f"network.core={obj.actor_core.kind}, a recurrent core"
     kind = f"a subclass of {cls.__qualname__}" if isinstance(obj, cls) else f"not {cls.__qualname__}"
     return f"{what} is {_class_name(obj)}, {kind}"
 
@@ -100,6 +100,8 @@ def ppo_closed_form(loss: Loss) -> str | None:
     """None when :mod:`rlplat.accel.ppo` covers ``loss``; else why not."""
     if (reason := _not_exactly(loss, PPOLoss, "the loss")) is not None:
         return reason
+    if cast(PPOLoss, loss).addons:  # their terms are not in the closed form
+        return "loss.addons is set"
     agent = cast(PPOLoss, loss).agent
     if (reason := _not_exactly(agent, ActorCritic, "the agent")) is not None:
         return reason

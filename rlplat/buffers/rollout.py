@@ -111,7 +111,7 @@ class RolloutBuffer:
             self._data = data
             return
         sequences = episode_sequences(rollout[keys.NEXT_DONE], self.sequence_length, self.burn_in)
-        self._data = data[sequences.index]  # [S, P], one gather
+        self._data = data[sequences.steps]  # [S, P], one gather
         self._data[keys.MASK] = sequences.mask
         self._data[keys.BURN_IN] = sequences.burn_in
 

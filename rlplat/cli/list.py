@@ -143,6 +143,7 @@ def factory_protocols() -> dict[str, type]:
     from rlplat.buffers.base import BufferFactory
     from rlplat.collectors.base import CollectorFactory
     from rlplat.envs.base import EnvFactory
+    from rlplat.losses.addons.base import LossAddonFactory
     from rlplat.losses.base import LossFactory
     from rlplat.networks.base import TorsoFactory
     from rlplat.optim.base import OptimizerFactory
@@ -156,6 +157,7 @@ def factory_protocols() -> dict[str, type]:
         "buffer": BufferFactory,
         "loss": LossFactory,
         "optimizer": OptimizerFactory,
+        "loss_addon": LossAddonFactory,
     }
 
 
@@ -269,6 +271,8 @@ def show_entries(console: Console, kind: str) -> list[Failure]:
     note += f"; rlplat supplies {', '.join(supplied)} itself" if supplied else ""
     if kind == "network":  # read by rlplat, not by the entry (rlplat.networks.base.CoreSpec)
         note += "; every network also takes core=None, core_size=128, core_layers=1 (a recurrent core after it)"
+    if kind == "loss_addon":  # read by rlplat (rlplat.losses.addons.base.COEF)
+        note += "; each is a key of loss.addons and also takes coef (required: the term's weight, >= 0)"
     show(console, f"{kind} entries, entry-point group {registry.group}{how}", entries, note=note)
     return failures
 

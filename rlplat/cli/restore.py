@@ -5,8 +5,9 @@ A run is named as ``rlplat-train resume=`` names it: a run id (looked up in ``tr
 by default the ``outputs/mlflow.db`` store of the working directory), a run directory or a
 checkpoint file; a run directory gives its ``final.pt``, else its newest readable periodic
 checkpoint. The agent is rebuilt with :func:`rlplat.build.build` from the config stored in
-the checkpoint (``env.<key>=...`` overriding its env node, tracking off), then the loss's
-weights and the transforms' statistics are loaded.
+the checkpoint (``env.<key>=...`` overriding its env node, tracking off, without the loss's
+add-ons: they shape training only, and their reference runs need not exist any more), then
+the loss's weights and the transforms' statistics are loaded.
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ def restore(located: Located, env_overrides: Mapping[str, Any], seed: int | None
     if env_overrides:
         check_same_spaces(located.state["config"]["env"], config["env"], env_overrides)
     config["tracking"] = {**config.get("tracking", {}), "enabled": False}
+    if isinstance(config.get("loss"), Mapping):  # add-ons shape training; evaluation needs the policy alone
+        config["loss"] = {key: value for key, value in config["loss"].items() if key != "addons"}
     if seed is not None:
         config["seed"] = seed
     if device is not None:

@@ -124,3 +124,36 @@ def categorical_entropy(logits: Tensor) -> Tensor:
     """
     log_p = logits.log_softmax(-1)
     return -(log_p.exp() * log_p).sum(-1)
+
+
+def categorical_kl(logits_p: Tensor, logits_q: Tensor) -> Tensor:
+    """KL(p || q) between two categorical distributions, exactly: ``sum_a p(a) (log p(a) - log q(a))``.
+
+    Args:
+        logits_p: ``[*batch, num_actions]`` float unnormalised log-probabilities of p.
+        logits_q: ``[*batch, num_actions]`` float unnormalised log-probabilities of q.
+
+    Returns:
+        ``[*batch]`` float KL in nats (0 where p = q; inf where q gives probability 0 to an
+        action p does not: finite logits never do).
+    """
+    log_p = logits_p.log_softmax(-1)
+    return (log_p.exp() * (log_p - logits_q.log_softmax(-1))).sum(-1)
+
+
+def normal_kl(mean_p: Tensor, log_std_p: Tensor, mean_q: Tensor, log_std_q: Tensor) -> Tensor:
+    """KL(p || q) between two diagonal Gaussians, exactly, summed over the last (action) dim:
+    ``sum_i log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2``.
+
+    Args:
+        mean_p: ``[*batch, action_dim]`` float mean of p.
+        log_std_p: ``[action_dim]`` or ``[*batch, action_dim]`` float, natural log of p's std.
+        mean_q: ``[*batch, action_dim]`` float mean of q.
+        log_std_q: ``[action_dim]`` or ``[*batch, action_dim]`` float, natural log of q's std.
+
+    Returns:
+        ``[*batch]`` float KL in nats.
+    """
+    variance_ratio = (2.0 * (log_std_p - log_std_q)).exp()  # s_p^2 / s_q^2
+    mean_term = ((mean_p - mean_q) * (-log_std_q).exp()).pow(2)  # (m_p - m_q)^2 / s_q^2
+    return (0.5 * (variance_ratio + mean_term - 1.0) + log_std_q - log_std_p).sum(-1)

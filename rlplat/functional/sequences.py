@@ -22,7 +22,7 @@ class Sequences(NamedTuple):
     positions each.
 
     Attributes:
-        index: ``[S, P]`` int64: the flattened step of each position. Padded positions repeat
+        steps: ``[S, P]`` int64: the flattened step of each position. Padded positions repeat
             a real step of the same sequence (the first burn-in step on the left, the last
             step on the right), so that position 0 always holds the step whose recurrent
             state the sequence starts from.
@@ -32,7 +32,7 @@ class Sequences(NamedTuple):
             refresh the core's state (all False without burn-in).
     """
 
-    index: Tensor
+    steps: Tensor
     mask: Tensor
     burn_in: Tensor
 

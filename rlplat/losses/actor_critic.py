@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, cast
 
 import gymnasium
 import torch
 from tensordict import NestedKey, TensorDict
 from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
 
 from rlplat import keys
 from rlplat.functional import generalized_advantage_estimate
 from rlplat.functional.sequences import episode_sequences
+from rlplat.losses.addons.base import WeightedAddon, addon_terms
 from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
 from rlplat.networks.base import network_core
 from rlplat.networks.recurrent import RecurrentActorCritic
@@ -75,6 +78,11 @@ class ActorCriticLoss(nn.Module):
         in_keys: The keys of a batch the loss reads; the trainer buffers only these.
         recurrent_cores: True: ``network.core`` may put a recurrent core after the torsos.
         recurrent: Whether this loss's agent has one.
+        takes_addons: True: ``loss.addons`` may add policy-loss terms
+            (:mod:`rlplat.losses.addons`), to a feed-forward agent.
+        addons: The add-ons :meth:`attach_addons` gave it (none by default). Each adds
+            ``loss_<name>`` and ``<name>`` to the output of every call, after ``forward``
+            (a forward hook), whatever the subclass's ``forward`` returns.
 
     Raises:
         ConfigError: if gamma or gae_lambda is outside [0, 1].
@@ -83,6 +91,7 @@ class ActorCriticLoss(nn.Module):
     on_policy = True
     sequence_length = 1
     recurrent_cores = True
+    takes_addons = True
     in_keys: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ADVANTAGE, keys.VALUE_TARGET)
     action_spaces = (
         gymnasium.spaces.Box,
@@ -140,6 +149,30 @@ class ActorCriticLoss(nn.Module):
         self.normalize_advantage = normalize_advantage
         self.entropy_coef = entropy_coef
         self.value_coef = value_coef
+        self.addons: tuple[WeightedAddon, ...] = ()
+        self._addons_hook: RemovableHandle | None = None
+
+    def check_addons(self, names: Sequence[str]) -> None:
+        """Raise ConfigError when the add-ons ``names`` cannot join this loss: its agent is
+        recurrent, its minibatches sequences, and add-ons compare single-step policies."""
+        if names and self.recurrent:
+            raise ConfigError(
+                f"loss.addons ({', '.join(names)}): add-ons compare single-step policies, and this policy is "
+                "recurrent (network.core); set network.core=null, or leave loss.addons empty"
+            )
+
+    def attach_addons(self, addons: Sequence[WeightedAddon]) -> None:
+        """Add the terms of ``addons`` to every later call's output (after ``forward``): each
+        ``loss_<name>`` (``coef * term``, trained on) and ``<name>`` (the term, a diagnostic),
+        computed on the minibatch with ``agent`` (:func:`rlplat.losses.addons.base.addon_terms`).
+
+        Raises:
+            ConfigError: as :meth:`check_addons`.
+        """
+        self.check_addons([addon.name for addon in addons])
+        self.addons = tuple(addons)
+        if self.addons and self._addons_hook is None:
+            self._addons_hook = self.register_forward_hook(_with_addon_terms)
 
     def policy_value_terms(self, batch: TensorDict) -> Steps:
         """A minibatch's steps with their log pi(a|s), entropy and V(s) (with gradients; a
@@ -183,7 +216,7 @@ class ActorCriticLoss(nn.Module):
             return data, self.agent.log_prob_entropy(data[keys.OBSERVATION], data[keys.ACTION])[0]
         T, B = rollout.batch_size
         sequences = episode_sequences(rollout[keys.NEXT_DONE], T)
-        data = rollout.reshape(-1)[sequences.index]  # [S, T]
+        data = rollout.reshape(-1)[sequences.steps]  # [S, T]
         data[keys.MASK], data[keys.BURN_IN] = sequences.mask, sequences.burn_in
         log_prob, _, _ = self.recurrent_agent.sequence_log_prob_entropy_value(
             data[keys.OBSERVATION],
@@ -259,6 +292,15 @@ class ActorCriticLoss(nn.Module):
         rollout[keys.VALUE_TARGET] = value_target
         self.rollout_diagnostics = value_diagnostics(state_value, value_target)
         return rollout
+
+
+def _with_addon_terms(loss: nn.Module, args: tuple[TensorDict], output: TensorDict) -> TensorDict:
+    """Forward hook of :meth:`ActorCriticLoss.attach_addons`: the loss's output with its
+    add-ons' terms on the minibatch ``args[0]``."""
+    actor_critic = cast(ActorCriticLoss, loss)
+    own = list(output.keys())
+    output.update(addon_terms(actor_critic.addons, actor_critic.agent, args[0], own))
+    return output
 
 
 def value_diagnostics(value: Tensor, value_target: Tensor) -> dict[str, Tensor]:

@@ -17,7 +17,7 @@ from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.registry import ConfigError
 
-_KEPT = (keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
+_KEPT: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
 """The keys of the latest rollout that beta's next adaptation reads (:meth:`PPOKLLoss.policy_kl`)."""
 
 
@@ -92,7 +92,7 @@ class PPOKLLoss(ActorCriticLoss):
         self._previous: TensorDict | None = None  # the rollout of the latest update
         self.register_load_state_dict_pre_hook(_previous_default)
         # a recurrent agent runs over the rollout's episodes from the collector's states
-        self._kept = _KEPT + ((keys.RECURRENT_STATE, keys.NEXT_DONE) if self.recurrent else ())
+        self._kept: tuple[NestedKey, ...] = _KEPT + ((keys.RECURRENT_STATE, keys.NEXT_DONE) if self.recurrent else ())
 
     def adapt_beta(self, kl: float) -> None:
         """The paper's rule: halve beta below ``kl_target / 1.5``, double it above ``* 1.5``."""
@@ -158,7 +158,7 @@ class PPOKLLoss(ActorCriticLoss):
 
 def _name(key: NestedKey) -> str:
     """A key as one string (``next.done``): a checkpoint's extra state is keyed by strings."""
-    return key if isinstance(key, str) else ".".join(key)
+    return key if isinstance(key, str) else ".".join(str(part) for part in key)
 
 
 def _previous_default(module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:

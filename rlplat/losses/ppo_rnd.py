@@ -4,7 +4,7 @@ at matching a fixed, randomly initialised target network on the next observation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat import keys
+from rlplat.envs.base import space_shape
 from rlplat.functional import generalized_advantage_estimate
 from rlplat.losses.actor_critic import check_unit_interval, value_diagnostics
 from rlplat.losses.ppo import PPOLoss
@@ -240,15 +241,22 @@ class PPORNDLoss(PPOLoss):
         return output
 
     def predictor_loss(self, next_observation: Tensor | TensorDict) -> Tensor:
-        """The predictor's mean error over a random ``update_proportion`` of the samples (each
-        kept with that probability; 0 when none is), 0-dim, with gradients into the predictor.
+        """The predictor's mean error on ``round(update_proportion * N)`` samples (at least
+        one) drawn at random without replacement, 0-dim, with gradients into the predictor.
+        A fixed count rather than the paper's coin per sample: the same expected share, and a
+        fixed shape (``trainer.compile``) on which neither network runs for the samples left out.
 
         Args:
             next_observation: ``[N, *obs_shape]`` (a TensorDict for a Dict space).
         """
-        error = self.prediction_error(next_observation)  # [N]
-        kept = (torch.rand_like(error) < self.update_proportion).to(error.dtype)
-        return (error * kept).sum() / kept.sum().clamp(min=1.0)
+        n = next_observation.shape[0]
+        kept = torch.randperm(n, device=self.predictor_device)[: max(1, round(self.update_proportion * n))]
+        return self.prediction_error(next_observation[kept]).mean()
+
+    @property
+    def predictor_device(self) -> torch.device:
+        """The device of the predictor's parameters (and of the minibatches)."""
+        return next(self.predictor.parameters()).device
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:
         """``actor`` and ``critic`` as PPO's (the critic with both value outputs), and
@@ -327,10 +335,12 @@ class ObservationStatistics(nn.Module):
         super().__init__()
         self.is_dict = isinstance(observation_space, gymnasium.spaces.Dict)
         entries: dict[str, gymnasium.Space] = (
-            dict(observation_space.spaces) if self.is_dict else {keys.OBSERVATION: observation_space}
+            dict(observation_space.spaces)
+            if isinstance(observation_space, gymnasium.spaces.Dict)
+            else {keys.OBSERVATION: observation_space}
         )
         self.entries = nn.ModuleDict(
-            {name: RunningMeanStd(tuple(space.shape)) for name, space in entries.items() if _normalized(space)}
+            {name: RunningMeanStd(space_shape(space)) for name, space in entries.items() if _normalized(space)}
         )
         spaces = {
             name: gymnasium.spaces.Box(-OBSERVATION_CLIP, OBSERVATION_CLIP, space.shape, np.float32)
@@ -339,6 +349,10 @@ class ObservationStatistics(nn.Module):
             for name, space in entries.items()
         }
         self.space: gymnasium.Space = gymnasium.spaces.Dict(spaces) if self.is_dict else spaces[keys.OBSERVATION]
+
+    def statistics(self) -> dict[str, RunningMeanStd]:
+        """The running statistics of each normalised entry (``observation`` for a non-Dict space)."""
+        return {name: cast(RunningMeanStd, stats) for name, stats in self.entries.items()}
 
     def _items(self, observation: Tensor | TensorDict) -> dict[str, Any]:
         if self.is_dict:
@@ -349,18 +363,18 @@ class ObservationStatistics(nn.Module):
     def update(self, observation: Tensor | TensorDict) -> None:
         """Merge ``[N, *obs_shape]`` observations (a TensorDict for a Dict space)."""
         items = self._items(observation)
-        for name, stats in self.entries.items():
+        for name, stats in self.statistics().items():
             stats.update(items[name])
 
     def normalize(self, observation: Tensor | TensorDict) -> Tensor | TensorDict:
         """``[N, *obs_shape]`` observations -> their normalised copies, in :attr:`space`."""
         items = self._items(observation)
-        for name, stats in self.entries.items():
+        for name, stats in self.statistics().items():
             x = (items[name].to(stats.mean.dtype) - stats.mean) / (stats.var + 1e-8).sqrt()
             items[name] = x.clamp(-OBSERVATION_CLIP, OBSERVATION_CLIP)
-        if not self.is_dict:
-            return items[keys.OBSERVATION]
-        return TensorDict(items, batch_size=observation.batch_size, device=observation.device)
+        if isinstance(observation, TensorDict):
+            return TensorDict(items, batch_size=observation.batch_size, device=observation.device)
+        return items[keys.OBSERVATION]
 
 
 class DiscountedReturnStatistics(nn.Module):

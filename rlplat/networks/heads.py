@@ -11,8 +11,10 @@ from torch.nn import functional as F
 
 from rlplat.functional import (
     categorical_entropy,
+    categorical_kl,
     categorical_log_prob,
     normal_entropy,
+    normal_kl,
     normal_log_prob,
     normal_mode_log_prob,
     standard_normal_log_prob,
@@ -61,6 +63,18 @@ class GaussianHead(nn.Module):
         entropy = normal_entropy(self.log_std).expand(mean.shape[:-1])
         return normal_log_prob(action, mean, self.log_std), entropy
 
+    def kl_divergence(self, features: Tensor, reference: GaussianHead, reference_features: Tensor) -> Tensor:
+        """Exact KL(pi || pi_ref) between this head's Gaussian on ``[N, F]`` features and
+        ``reference``'s on ``[N, F_ref]`` features (summed over action dims): ``[N]`` nats.
+
+        Raises:
+            TypeError: if ``reference`` is not a GaussianHead of the same action dim.
+        """
+        _check_same_head(self, reference)
+        mean = F.linear(features, self.mean.weight, self.mean.bias)
+        reference_mean = F.linear(reference_features, reference.mean.weight, reference.mean.bias)
+        return normal_kl(mean, self.log_std, reference_mean, reference.log_std)
+
 
 class CategoricalHead(nn.Module):
     """Categorical distribution over Discrete actions.
@@ -85,6 +99,17 @@ class CategoricalHead(nn.Module):
         """``[N, F]`` features, ``[N]`` int64 actions -> ``[N]`` log-prob and entropy."""
         logits = F.linear(features, self.logits.weight, self.logits.bias)
         return categorical_log_prob(action, logits), categorical_entropy(logits)
+
+    def kl_divergence(self, features: Tensor, reference: CategoricalHead, reference_features: Tensor) -> Tensor:
+        """Exact KL(pi || pi_ref) between this head's categorical on ``[N, F]`` features and
+        ``reference``'s on ``[N, F_ref]`` features: ``[N]`` nats.
+
+        Raises:
+            TypeError: if ``reference`` is not a CategoricalHead over as many actions.
+        """
+        _check_same_head(self, reference)
+        logits = F.linear(features, self.logits.weight, self.logits.bias)
+        return categorical_kl(logits, F.linear(reference_features, reference.logits.weight, reference.logits.bias))
 
 
 def sample_categorical(log_p: Tensor, deterministic: bool) -> tuple[Tensor, Tensor]:
@@ -134,3 +159,35 @@ class MultiCategoricalHead(nn.Module):
         log_prob = torch.stack([categorical_log_prob(action[..., i], g) for i, g in enumerate(groups)], -1).sum(-1)
         entropy = torch.stack([categorical_entropy(g) for g in groups], -1).sum(-1)
         return log_prob, entropy
+
+    def kl_divergence(self, features: Tensor, reference: MultiCategoricalHead, reference_features: Tensor) -> Tensor:
+        """Exact KL(pi || pi_ref) between this head's categoricals on ``[N, F]`` features and
+        ``reference``'s on ``[N, F_ref]`` features: ``[N]`` nats, the sum over action dims (the
+        dims are independent).
+
+        Raises:
+            TypeError: if ``reference`` is not a MultiCategoricalHead of the same ``nvec``.
+        """
+        _check_same_head(self, reference)
+        pairs = zip(self._logits(features), reference._logits(reference_features), strict=True)
+        return torch.stack([categorical_kl(p, q) for p, q in pairs], -1).sum(-1)
+
+
+def _check_same_head(head: nn.Module, reference: nn.Module) -> None:
+    """Raise TypeError unless ``reference`` is a head of ``head``'s class over the same actions
+    (the same action space), between which ``kl_divergence`` is defined."""
+    if type(reference) is not type(head) or _actions(reference) != _actions(head):
+        raise TypeError(
+            f"KL between policy heads needs the same kind over the same actions: {type(head).__name__} over "
+            f"{_actions(head)} and {type(reference).__name__} over {_actions(reference)}"
+        )
+
+
+def _actions(head: nn.Module) -> object:
+    """What a head's actions are: a Gaussian's dims, a categorical's count, a multi-categorical's
+    ``nvec``."""
+    if isinstance(head, GaussianHead):
+        return int(head.log_std.shape[0])
+    if isinstance(head, CategoricalHead):
+        return head.logits.out_features
+    return list(getattr(head, "nvec", []))

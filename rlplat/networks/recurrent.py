@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from rlplat.networks.actor_critic import ActorCritic
 from rlplat.networks.base import CoreSpec, NetworkFactory
 
-CORES: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
+CORES: dict[str, type[nn.LSTM] | type[nn.GRU]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 
 class RecurrentCore(nn.Module):

@@ -31,13 +31,24 @@ interfaces themselves are the Protocols in each package's ``base.py``:
 * :func:`check_loss`: a :class:`rlplat.losses.base.LossFactory`; it builds a
   :class:`rlplat.losses.base.Loss` (whose ``policy`` is a
   :class:`rlplat.collectors.base.Policy`).
+* :func:`check_loss_addon`: a :class:`rlplat.losses.addons.LossAddonFactory`; it builds a
+  :class:`rlplat.losses.addons.LossAddon` whose term joins an on-policy loss's output.
 """
 
 from rlplat.testing.buffers import check_buffer
 from rlplat.testing.collectors import check_collector
 from rlplat.testing.envs import check_env
+from rlplat.testing.loss_addons import check_loss_addon
 from rlplat.testing.losses import check_loss
 from rlplat.testing.networks import check_network
 from rlplat.testing.transforms import check_transform
 
-__all__ = ["check_buffer", "check_collector", "check_env", "check_loss", "check_network", "check_transform"]
+__all__ = [
+    "check_buffer",
+    "check_collector",
+    "check_env",
+    "check_loss",
+    "check_loss_addon",
+    "check_network",
+    "check_transform",
+]

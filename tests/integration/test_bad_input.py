@@ -53,6 +53,7 @@ NEEDLES = {
     "algo=ppo buffer=replay": ["buffer='replay' does not fit loss 'ppo'", "Buffers that fit: rollout"],
     "algo=dqn env=cartpole network.core=lstm": ["network.core='lstm'", "loss 'dqn' takes no recurrent core"],
     "network.hiden_sizes=[8]": ["network.hiden_sizes=[8]", "Did you mean 'hidden_sizes'?"],
+    "loss.addons={kl_to_referense:{coef:0.1}}": ["loss.addons.kl_to_referense", "Did you mean 'kl_to_reference'?"],
 }
 """Each bad input (the command after ``rlplat-train``) and what its line must say."""
 

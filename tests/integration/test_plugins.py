@@ -169,6 +169,8 @@ def test_list_shows_plugin_entries_their_presets_and_the_broken_plugin(site, tmp
     [clip] = [i for i, row in enumerate(transforms) if row[0] == "clip_observation"]
     assert transforms[clip + 1] == ["keys:", "low=-5.0,", "high=5.0"]  # from its signature, observation_space left out
     assert has_row(section(out, "loss entries"), "ppo", "rlplat")
+    addons = section(out, "loss_addon entries")
+    assert has_row(addons, "entropy_floor", "rlplat-example-plugin") and has_row(addons, "kl_to_reference", "rlplat")
 
     assert has_row(section(out, "env presets"), "point_mass", "rlplat-example-plugin")
     assert has_row(section(out, "env presets"), "pendulum", "rlplat")

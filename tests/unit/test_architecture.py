@@ -105,6 +105,7 @@ def test_builtins_are_registered_by_entry_point_only() -> None:
         "rlplat.buffers",
         "rlplat.losses",
         "rlplat.optimizers",
+        "rlplat.loss_addons",
     ],
 )
 def test_every_declared_builtin_loads(group: str) -> None:

@@ -3,8 +3,8 @@
 Run with the plugin installed (``pip install -e .``, so that its entry points are visible):
 ``pytest tests/``. Each check builds the entry by its registered name from the same YAML
 keys a run would use (the plugin's own presets in ``rlplat_example_plugin/conf/``) and
-raises an AssertionError naming what is wrong; the transform is also checked against its
-definition.
+raises an AssertionError naming what is wrong; the transform and the loss add-on are also
+checked against their definitions.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from rlplat.networks.actor_critic import ActorCritic
 from rlplat.registry import ConfigError
-from rlplat.testing import check_collector, check_env, check_loss, check_network, check_transform
+from rlplat.testing import check_collector, check_env, check_loss, check_loss_addon, check_network, check_transform
 
 
 def preset(group: str, name: str) -> dict:
@@ -72,3 +73,21 @@ def test_clip_observation_errors_name_the_key():
         ClipObservation(gymnasium.spaces.Box(0, 255, (4, 4), np.uint8))
     with pytest.raises(ConfigError, match=r"transforms.clip_observation.low=1.0, high=1.0: low must be < high"):
         ClipObservation(gymnasium.spaces.Box(-1, 1, (2,), np.float32), low=1.0, high=1.0)
+
+
+def test_entropy_floor_add_on_conforms_in_every_on_policy_loss():
+    for host in ("ppo", "a2c", "ppo_kl", "reinforce"):
+        check_loss_addon("entropy_floor", {"floor": 0.5}, host=host)
+
+
+def test_entropy_floor_is_zero_above_the_floor_and_its_errors_name_the_key():
+    from rlplat_example_plugin.addons import EntropyFloor
+
+    space = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+    policy = ActorCritic(space, gymnasium.spaces.Discrete(4), lambda features: torch.nn.Linear(2, features))
+    batch = {"observation": torch.zeros(3, 2), "action": torch.zeros(3, dtype=torch.int64)}
+    assert EntropyFloor(space, space, load_policy=None, floor=0.5)(policy, batch).item() == 0.0  # log 4 > 0.5
+    above = EntropyFloor(space, space, load_policy=None, floor=2.0)(policy, batch)
+    assert above.item() == pytest.approx(2.0 - np.log(4), abs=1e-3)  # a near-uniform policy's entropy: log 4
+    with pytest.raises(ConfigError, match="loss.addons.entropy_floor.floor=-1: must be >= 0 nats"):
+        EntropyFloor(space, space, load_policy=None, floor=-1)

@@ -37,7 +37,10 @@ def test_transforms_and_networks_show_their_keys_with_defaults(capsys):
     lines = listing(capsys, "network")
     assert keys_of(lines, "multi_input").startswith("keys=None, image=None, vector=None, text=None, hidden_sizes=()")
     assert keys_of(lines, "mlp") == "hidden_sizes=(64,), activation='tanh', orthogonal_init=True"
-    assert lines[lines.index("") - 1].endswith("rlplat supplies observation_space, out_features itself")
+    assert lines[lines.index("") - 1].endswith(
+        "rlplat supplies observation_space, out_features itself; every network also takes core=None, core_size=128, "
+        "core_layers=1 (a recurrent core after it)"
+    )
 
 
 @pytest.mark.parametrize(

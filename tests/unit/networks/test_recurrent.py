@@ -53,8 +53,8 @@ def test_sequences_are_cut_at_episode_ends_and_every_length_steps_with_burn_in_f
     done = torch.zeros(7, 2, dtype=torch.bool)
     done[2, 0] = done[5, 1] = True
     sequences = episode_sequences(done, length=3, burn_in=2)
-    times = (sequences.index // 2).tolist()
-    envs = (sequences.index % 2)[:, 0].tolist()
+    times = (sequences.steps // 2).tolist()
+    envs = (sequences.steps % 2)[:, 0].tolist()
     assert envs == [0, 0, 0, 1, 1, 1]
     # env 0: episodes 0-2 and 3-6; env 1: episodes 0-5 and 6
     assert [row[2:] for row in times] == [[0, 1, 2], [3, 4, 5], [6, 6, 6], [0, 1, 2], [3, 4, 5], [6, 6, 6]]

@@ -30,6 +30,7 @@ from rlplat.testing import (
     check_collector,
     check_env,
     check_loss,
+    check_loss_addon,
     check_network,
     check_transform,
 )
@@ -42,6 +43,7 @@ CHECKS = {
     "collector": check_collector,
     "buffer": check_buffer,
     "loss": check_loss,
+    "loss_addon": check_loss_addon,
 }
 
 SMALL = {
@@ -60,6 +62,7 @@ SMALL = {
     ("transform", "resize"): [{"size": 16}],
     ("transform", "tokenize"): [{"vocabulary": ["key", "door", "goal"]}],
     ("transform", "mask_observation"): [{"keep": [0, 2]}],
+    ("loss_addon", "kl_to_reference"): [{"source": "a run the kit stands in for"}],
 }
 """YAML kwargs per built-in, small enough for a unit test; a built-in not listed is checked
 with its defaults."""
@@ -96,6 +99,7 @@ def minigrid_mission() -> gymnasium.Env:
 
 KIT_ARGS = {
     ("network", "cnn"): {"observation_space": gymnasium.spaces.Box(0, 255, (2, 36, 36), np.uint8)},
+    ("loss_addon", "kl_to_reference"): {"zero_at_reference": True},
     **{
         ("transform", name): {"make_env": make, "steps": 20}
         for name, make in (
