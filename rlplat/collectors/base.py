@@ -134,7 +134,7 @@ class Acting:
     """A policy acting in B envs over a stretch of steps: a collector's rollouts, an
     evaluation, a recorded video. Carries a :class:`RecurrentPolicy`'s state from step to
     step, zeroed for the envs whose episode ended (:meth:`episodes_ended`); for any other
-    policy, :attr:`state` is None and acting is :func:`act_function`'s.
+    policy, ``state`` is None and acting is :func:`act_function`'s.
 
     Args:
         policy: The acting policy.
@@ -151,7 +151,7 @@ class Acting:
         self.state: Tensor | None = None if self.recurrent is None else self.recurrent.initial_state(num_envs)
 
     def act_function(self) -> ActFunction:
-        """``observation [B, *obs] -> (action, log_prob)``, advancing :attr:`state`; valid while
+        """``observation [B, *obs] -> (action, log_prob)``, advancing ``state``; valid while
         the policy's parameters do not change (see :func:`act_function`)."""
         recurrent = self.recurrent
         if recurrent is None:

@@ -44,7 +44,7 @@ def check_loss_addon(
     host_kwargs: Mapping[str, Any] | None = None,
     action_spaces: Sequence[gymnasium.Space] = (BOX_ACTIONS, DISCRETE_ACTIONS, MULTI_DISCRETE_ACTIONS),
     observation_space: gymnasium.Space = OBSERVATION_SPACE,
-    network: tuple[Entry, Mapping[str, Any]] = DEFAULT_NETWORK,
+    network: tuple[Entry, Mapping[str, Any]] | None = None,
     batch_size: int = 16,
     zero_at_reference: bool = False,
     seed: int = 0,
@@ -79,7 +79,8 @@ def check_loss_addon(
         action_spaces: Action spaces to check in: ``Box(2)``, ``Discrete(3)`` and
             ``MultiDiscrete([3, 2])`` by default.
         observation_space: The env observation space rlplat would supply.
-        network: ``(network entry, its YAML kwargs)`` of the host's torso.
+        network: ``(network entry, its YAML kwargs)`` of the host's torso; None: a small MLP
+            (:data:`rlplat.testing.losses.DEFAULT_NETWORK`).
         batch_size: N, samples per minibatch.
         zero_at_reference: Whether the term must be 0 when the policy is the reference.
         seed: Seed of torch's generator (initial weights) and of the data.
@@ -93,7 +94,8 @@ def check_loss_addon(
     host_entry = subject("loss", host)
     for action_space in action_spaces:
         host_in = (host_entry, host_kwargs, observation_space, action_space)
-        _check_in(addon_entry, kwargs, coef, host_in, network, batch_size, zero_at_reference, seed)
+        torso = DEFAULT_NETWORK if network is None else network
+        _check_in(addon_entry, kwargs, coef, host_in, torso, batch_size, zero_at_reference, seed)
 
 
 def _check_in(
