@@ -141,14 +141,9 @@ class PPORNDLoss(PPOLoss):
             share_torso=share_torso,
             log_std_init=log_std_init,
         )
-        check_unit_interval(gamma_int=gamma_int)
-        if not 0.0 < update_proportion <= 1.0:
-            raise ConfigError(f"loss.update_proportion={update_proportion}: must be in (0, 1]")
-        for name, value in (("ext_coef", ext_coef), ("int_coef", int_coef), ("value_coef", value_coef)):
-            if value < 0:
-                raise ConfigError(f"loss.{name}={value}: must be >= 0")
-        if isinstance(rnd_features, bool) or not isinstance(rnd_features, int) or rnd_features < 1:
-            raise ConfigError(f"loss.rnd_features={rnd_features!r}: must be an integer >= 1")
+        _check_rnd_keys(
+            gamma_int, update_proportion, rnd_features, ext_coef=ext_coef, int_coef=int_coef, value_coef=value_coef
+        )
         self.gamma_int, self.ext_coef, self.int_coef = gamma_int, ext_coef, int_coef
         self.update_proportion = update_proportion
 
@@ -159,16 +154,7 @@ class PPORNDLoss(PPOLoss):
 
         self.observation_stats = ObservationStatistics(observation_space)
         rnd_space = self.observation_stats.space
-        self.target = nn.Sequential(network(rnd_features, rnd_space), _linear(rnd_features, rnd_features))
-        self.target.requires_grad_(False)  # fixed at its random initialisation
-        self.predictor = nn.Sequential(
-            network(rnd_features, rnd_space),
-            _linear(rnd_features, rnd_features),
-            nn.ReLU(),
-            _linear(rnd_features, rnd_features),
-            nn.ReLU(),
-            _linear(rnd_features, rnd_features),
-        )
+        self.target, self.predictor = _target_and_predictor(network, rnd_features, rnd_space)
         self.intrinsic_return = DiscountedReturnStatistics(gamma_int)
         self.in_keys = (*self.in_keys, keys.NEXT_OBSERVATION, INTRINSIC_VALUE_TARGET)
         # the latest rollout's intrinsic diagnostics, logged beside the losses of its updates
@@ -430,3 +416,33 @@ class DiscountedReturnStatistics(nn.Module):
     def set_extra_state(self, state: dict[str, Tensor]) -> None:
         """Restore :meth:`get_extra_state`."""
         self.discounted_return = state["discounted_return"]
+
+
+def _check_rnd_keys(gamma_int: float, update_proportion: float, rnd_features: int, **coefficients: float) -> None:
+    """Raise ConfigError naming ``loss.<key>`` for an RND key out of range."""
+    check_unit_interval(gamma_int=gamma_int)
+    if not 0.0 < update_proportion <= 1.0:
+        raise ConfigError(f"loss.update_proportion={update_proportion}: must be in (0, 1]")
+    for name, value in coefficients.items():
+        if value < 0:
+            raise ConfigError(f"loss.{name}={value}: must be >= 0")
+    if isinstance(rnd_features, bool) or not isinstance(rnd_features, int) or rnd_features < 1:
+        raise ConfigError(f"loss.rnd_features={rnd_features!r}: must be an integer >= 1")
+
+
+def _target_and_predictor(
+    network: NetworkFactory, rnd_features: int, space: gymnasium.Space
+) -> tuple[nn.Sequential, nn.Sequential]:
+    """The fixed random target (a torso and a Linear output layer, no gradients) and the
+    predictor (a torso, two Linear + ReLU layers and a Linear output), as the paper's code."""
+    target = nn.Sequential(network(rnd_features, space), _linear(rnd_features, rnd_features))
+    target.requires_grad_(False)  # fixed at its random initialisation
+    predictor = nn.Sequential(
+        network(rnd_features, space),
+        _linear(rnd_features, rnd_features),
+        nn.ReLU(),
+        _linear(rnd_features, rnd_features),
+        nn.ReLU(),
+        _linear(rnd_features, rnd_features),
+    )
+    return target, predictor

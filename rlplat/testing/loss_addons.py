@@ -92,9 +92,8 @@ def check_loss_addon(
     addon_entry = subject("loss_addon", entry)
     addon_entry.expect(coef > 0, f"the kit's coef must be > 0, got {coef}")
     host_entry = subject("loss", host)
-    for action_space in action_spaces:
-        host_in = (host_entry, host_kwargs, observation_space, action_space)
-        torso = DEFAULT_NETWORK if network is None else network
+    torso = DEFAULT_NETWORK if network is None else network
+    for host_in in ((host_entry, host_kwargs, observation_space, space) for space in action_spaces):
         _check_in(addon_entry, kwargs, coef, host_in, torso, batch_size, zero_at_reference, seed)
 
 
