@@ -69,7 +69,7 @@ class PPORNDLoss(PPOLoss):
     observation is handled entry by entry. An image torso with ``normalize_images`` still
     divides its (normalised) input by 255: a fixed scale, which the intrinsic-return
     normalisation takes out. Statistics are buffers (and the per-env discounted returns
-    extra state) of :meth:`state_dict`: a checkpoint holds them and a resume goes on exactly.
+    extra state) of ``state_dict()``: a checkpoint holds them and a resume goes on exactly.
     No recurrent core (``network.core``).
 
     Defaults follow the paper's appendix A.4 (Table 5): ``ext_coef`` 2, ``int_coef`` 1,
@@ -374,7 +374,7 @@ class DiscountedReturnStatistics(nn.Module):
     Attributes:
         moments: :class:`RunningMeanStd` of the returns (buffers).
         discounted_return: ``[B]`` float32, each env's return after the last step taken in;
-            extra state of :meth:`state_dict` (its size is the number of envs, known only at
+            extra state of ``state_dict()`` (its size is the number of envs, known only at
             the first update).
     """
 
@@ -410,7 +410,7 @@ class DiscountedReturnStatistics(nn.Module):
         return self.moments.std
 
     def get_extra_state(self) -> dict[str, Tensor]:
-        """The per-env returns, for :meth:`state_dict`."""
+        """The per-env returns, for ``state_dict()``."""
         return {"discounted_return": self.discounted_return}
 
     def set_extra_state(self, state: dict[str, Tensor]) -> None:
