@@ -84,12 +84,15 @@ test-compat:  ## the unit tests and one training run with the oldest and the new
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input (medians)
+bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input; replay sampling at 1M; frames/s per collector (medians)
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/bad_input.py
+	$(BIN)/python benchmarks/replay_speed.py
+	$(BIN)/python benchmarks/collectors.py
 
-bench-replay: $(DEV_STAMP)  ## resident memory of DQN's replay of 100k Pong transitions (each frame stored once)
+bench-replay: $(DEV_STAMP)  ## resident memory of DQN's replay of 100k Pong transitions (each frame stored once); 10k frames of DQN on a memory-mapped replay of 1M
 	$(BIN)/python benchmarks/replay_memory.py
+	$(BIN)/python benchmarks/replay_memory.py --train-frames 10000
 
 bench-learning: $(STAMP)  ## rerun the results table (README, docs/benchmarks/results.md: 5 seeds per pair) and its plots
 	$(BIN)/python benchmarks/learning.py --plots benchmarks/report --json benchmarks/results.json

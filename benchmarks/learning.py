@@ -68,6 +68,16 @@ class Target:
     seeds: tuple[int, ...] | None = None  # the pair's seeds; None: --seeds (by default 0-4)
     overrides: tuple[str, ...] = ()  # key=value overrides after the preset's, e.g. a frame budget
     needed: int | None = None  # seeds that must reach the threshold; None: --min-passing (all of fewer)
+    label: str | None = None  # tells apart a second target of one pair (e.g. its overrides' variant)
+
+    @property
+    def name(self) -> str:
+        """``algo:env``, or ``algo:env:label``, as --only names it."""
+        return f"{self.algo}:{self.env}" + (f":{self.label}" if self.label else "")
+
+    def run_name(self, seed: int) -> str:
+        """The MLflow run name of one seed: rlplat's default, ``<algo>-<env>-s<seed>``, with the label."""
+        return f"{self.algo}-{self.env}" + (f"-{self.label}" if self.label else "") + f"-s{seed}"
 
     @property
     def command(self) -> str:
@@ -80,8 +90,11 @@ TARGETS = [
     Target("ppo", "cartpole", threshold=475.0),
     Target("reinforce", "cartpole", threshold=450.0),
     Target("a2c", "cartpole", threshold=475.0),
+    Target("impala", "cartpole", threshold=475.0, seeds=(0, 1, 2)),
     Target("ppo_kl", "pendulum", threshold=-250.0),
     Target("dqn", "cartpole", threshold=475.0),
+    # prioritized replay (docs/guides/replay.md): the tuned setting with buffer=prioritized, median of 3 seeds
+    Target("dqn", "cartpole", 475.0, seeds=(0, 1, 2), overrides=("buffer=prioritized",), needed=2, label="prioritized"),
     Target("ddpg", "pendulum", threshold=-200.0),
     Target("td3", "pendulum", threshold=-200.0),
     Target("sac", "pendulum", threshold=-200.0),
@@ -117,6 +130,7 @@ class Run:
     wall_seconds: float
     eval_return_mean: float
     reached: bool
+    command: str = ""  # the pair's command (Target.command); empty in runs recorded before it was kept
 
 
 @dataclass
@@ -141,10 +155,11 @@ class Pair:
 def run_one(target: Target, seed: int, uri: str) -> Run:
     """Run one seed as a fresh process; read its final evaluation back from MLflow."""
     args = [f"algo={target.algo}", f"env={target.env}", f"seed={seed}", *target.overrides]
+    name = target.run_name(seed)
     script = shutil.which("rlplat-train") or str(Path(sys.executable).parent / "rlplat-train")
     start = time.perf_counter()
     completed = subprocess.run(
-        [script, *args, f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}"],
+        [script, *args, f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}", f"tracking.run_name={name}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -156,15 +171,14 @@ def run_one(target: Target, seed: int, uri: str) -> Run:
     experiment = client.get_experiment_by_name(EXPERIMENT)
     [run] = client.search_runs(
         [experiment.experiment_id],
-        filter_string=f"tags.algo = '{target.algo}' and tags.env = '{target.env}' and tags.seed = '{seed}'",
+        filter_string=f"attributes.run_name = '{name}' and tags.seed = '{seed}'",
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
     history = client.get_metric_history(run.info.run_id, "eval/return_mean")
     final = max(history, key=lambda m: m.step)
-    return Run(
-        target.algo, target.env, seed, run.info.run_id, final.step, wall, final.value, final.value >= target.threshold
-    )
+    reached = final.value >= target.threshold
+    return Run(target.algo, target.env, seed, run.info.run_id, final.step, wall, final.value, reached, target.command)
 
 
 def summarize(target: Target, runs: list[Run], min_passing: int) -> Pair:
@@ -217,11 +231,12 @@ def merge(pairs: list[Pair], runs: list[Run]) -> list[Pair]:
     """Every pair of :data:`RESULTS_JSON` with ``pairs`` (and their ``runs``) in place of their
     old rows, in the order of :data:`TARGETS`; the file is rewritten with them."""
     saved = json.loads(RESULTS_JSON.read_text())
-    new = {(p.algo, p.env) for p in pairs}
-    kept = [Pair(**p) for p in saved["pairs"] if (p["algo"], p["env"]) not in new]
-    order = {(t.algo, t.env): i for i, t in enumerate(TARGETS)}
-    merged = sorted([*kept, *pairs], key=lambda p: order.get((p.algo, p.env), len(order)))
-    kept_runs = [r for r in saved["runs"] if (r["algo"], r["env"]) not in new]
+    new = {p.command for p in pairs}  # a pair's command tells apart two targets of one (algo, env)
+    kept = [Pair(**p) for p in saved["pairs"] if p["command"] not in new]
+    order = {t.command: i for i, t in enumerate(TARGETS)}
+    merged = sorted([*kept, *pairs], key=lambda p: order.get(p.command, len(order)))
+    unlabeled = {(t.algo, t.env): t.command for t in TARGETS if t.label is None}  # of runs saved without command
+    kept_runs = [r for r in saved["runs"] if (r.get("command") or unlabeled.get((r["algo"], r["env"]))) not in new]
     results = {"pairs": [asdict(p) for p in merged], "runs": [*kept_runs, *(asdict(r) for r in runs)]}
     RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
     return merged
@@ -229,7 +244,7 @@ def merge(pairs: list[Pair], runs: list[Run]) -> list[Pair]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*", default=None, help="pairs as algo:env (default: all)")
+    parser.add_argument("--only", nargs="*", default=None, help="pairs as algo:env or algo:env:label (default: all)")
     parser.add_argument("--seeds", nargs="*", type=int, default=None, help="default: the pair's own, else 0-4")
     parser.add_argument("--min-passing", type=int, default=4, help="seeds that must reach the threshold")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (1 for the README's wall times)")
@@ -245,15 +260,15 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    targets = [t for t in TARGETS if args.only is None or f"{t.algo}:{t.env}" in args.only]
+    targets = [t for t in TARGETS if args.only is None or t.name in args.only]
     if not targets:
-        parser.error(f"--only {args.only}: valid pairs: {', '.join(f'{t.algo}:{t.env}' for t in TARGETS)}")
+        parser.error(f"--only {args.only}: valid pairs: {', '.join(t.name for t in TARGETS)}")
     jobs = [(t, seed) for t in targets for seed in (args.seeds if args.seeds is not None else t.seeds or DEFAULT_SEEDS)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         runs = list(pool.map(lambda job: run_one(job[0], job[1], args.uri), jobs))
     pairs = []
     for target in targets:
-        mine = [r for r in runs if (r.algo, r.env) == (target.algo, target.env)]
+        mine = [run for (of, _), run in zip(jobs, runs) if of is target]
         for r in mine:
             print(f"{r.algo}:{r.env} seed {r.seed}: {r.eval_return_mean:8.1f} in {r.wall_seconds:5.1f} s", flush=True)
         pairs.append(summarize(target, mine, args.min_passing))

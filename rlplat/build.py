@@ -131,10 +131,7 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     check_loggers(tracking.also)
     checkpoint = CheckpointConfig.from_node(config["checkpoint"])
     seed = check_seed(config["seed"])
-    torch.set_num_threads(trainer.num_threads)
-    # numpy's BLAS too (policies act in numpy on the CPU): its own pool would otherwise use
-    # every core, its idle threads spinning on the ones torch leaves free
-    threadpool_limits(trainer.num_threads, user_api="blas")
+    set_threads(trainer.num_threads)
     device = resolve_device(trainer.device)
     seed_everything(seed)
 
@@ -143,7 +140,10 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
     load_policy = PolicyFromRun(tracking.uri, transforms, observation_space, action_space, device, warn)
     loss = build_loss(config, observation_space, action_space, load_policy).to(device)
     check_buffer_kind(config, loss)
-    acceleration = Acceleration(loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn)
+    acts_elsewhere = check_collector_fits(config, loss)
+    acceleration = Acceleration(
+        loss, enabled=trainer.accel, compiled=trainer.compile, warn=warn, acts_elsewhere=acts_elsewhere
+    )
     optimizers, gradients = build_updates(config, loss, trainer, acceleration)
     policy = acceleration.policy()
     collector = COLLECTORS.build(
@@ -165,6 +165,26 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
         raise
     parts = Parts(loss, policy, gradients, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
     return Build(parts, trainer, checkpoint, tracking, config, acceleration.summary)
+
+
+def set_threads(num_threads: int) -> None:
+    """torch's CPU threads, and numpy's BLAS's (policies act in numpy on the CPU): its own pool
+    would otherwise use every core, its idle threads spinning on the ones torch leaves free."""
+    torch.set_num_threads(num_threads)
+    threadpool_limits(num_threads, user_api="blas")
+
+
+def check_collector_fits(config: Mapping[str, Any], loss: Loss) -> str | None:
+    """Check that the collector fits the loss (:func:`check_policy_lag`); returns why the policy
+    acts in other processes (the entry's ``acts_in_workers``), or None.
+
+    Raises:
+        ConfigError: as :func:`check_policy_lag`.
+    """
+    name = config["collector"]["name"]
+    entry = COLLECTORS.get(name)
+    check_policy_lag(config, loss, entry)
+    return f"collector={name} acts in worker processes" if getattr(entry, "acts_in_workers", False) else None
 
 
 def build_updates(
@@ -318,7 +338,20 @@ def env_maker(env_node: Mapping[str, Any], transforms: tuple[Transform, ...]) ->
     make_one = (
         EnvPoolTask.from_node(env_node) if env_backend(env_node) == "envpool" else single_env(env_node, transforms)
     )
-    return lambda num_envs, vectorization: VectorEnv(make_one, num_envs, list(transforms), True, vectorization)
+    return TrainingEnvs(make_one, transforms)
+
+
+@dataclass(frozen=True)
+class TrainingEnvs:
+    """The training envs' maker (:class:`rlplat.collectors.base.EnvMaker`): ``(num_envs,
+    vectorization) -> VectorEnv`` of ``make_one``'s envs with ``transforms`` (updating their
+    statistics). Pickles with cloudpickle, for collectors whose workers make their envs."""
+
+    make_one: Any
+    transforms: tuple[Transform, ...]
+
+    def __call__(self, num_envs: int, vectorization: str) -> VectorEnv:
+        return VectorEnv(self.make_one, num_envs, list(self.transforms), True, vectorization)
 
 
 def build_loss(
@@ -704,6 +737,27 @@ def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer)
 def _from_n_step(config: Mapping[str, Any], loss: Loss) -> str:
     """`` (loss.n_step=N)`` where the loss has that key (its n-step return sets the length)."""
     return f" (loss.n_step={loss.sequence_length})" if "n_step" in config["loss"] else ""
+
+
+def check_policy_lag(config: Mapping[str, Any], loss: Loss, collector_entry: Any) -> None:
+    """An on-policy loss learns from the actions of the policy it updates: a collector whose
+    rollouts come from older weights (``asynchronous``) is refused unless the loss corrects
+    for the lag (``corrects_policy_lag``: V-trace).
+
+    Raises:
+        ConfigError: naming the collector, the loss and what fits.
+    """
+    if not getattr(collector_entry, "asynchronous", False) or not loss.on_policy:
+        return
+    if getattr(loss, "corrects_policy_lag", False):
+        return
+    name = config["collector"]["name"]
+    raise ConfigError(
+        f"collector={name} does not fit loss {config['loss']['name']!r}: its workers act with weights some updates "
+        "older than the learner's, and the loss is on-policy without a correction for that lag. Use algo=impala "
+        "(V-trace corrects it), an off-policy loss (dqn, sac, td3, ddpg), or collector=sync or collector=ray "
+        "(whose workers act with the learner's weights)"
+    )
 
 
 def _on_policy(buffer_name: str) -> bool | None:

@@ -23,6 +23,9 @@ Shapes, with ``T`` time steps, ``B`` parallel environments and ``N`` samples:
 * ``MASK``, ``BURN_IN``: ``[N, P]`` bool in sequences of a recurrent policy's batches: the
   steps a loss averages over, and the real steps before them that only refresh the state
   (:func:`rlplat.functional.sequences.episode_sequences`).
+* ``POLICY_VERSION``: ``[T, B]`` int64, in rollouts of collectors whose workers act with
+  older weights than the learner's (``collector=async``): how many rollouts the learner had
+  learned from when the weights a step was taken with were sent (0: the initial weights).
 * ``("next", OBSERVATION)`` is always the true next observation, also on the last step of
   an episode (never the reset observation of the following one).
 """
@@ -36,6 +39,7 @@ VALUE_TARGET = "value_target"
 RECURRENT_STATE = "recurrent_state"
 MASK = "mask"
 BURN_IN = "burn_in"
+POLICY_VERSION = "policy_version"
 
 NEXT = "next"
 REWARD = "reward"
@@ -51,3 +55,15 @@ NEXT_TRUNCATED = (NEXT, TRUNCATED)
 NEXT_STATE_VALUE = (NEXT, STATE_VALUE)
 
 LOSS_PREFIX = "loss_"
+
+SAMPLE_INDEX = "index"
+"""Storage positions of a prioritized replay's samples, ``[N]`` int64 (``[N, L]`` in windows:
+each step's, the priority going to the window's first step), to hand back with their TD
+errors (:class:`rlplat.buffers.base.PrioritizedBuffer`)."""
+IMPORTANCE_WEIGHT = "weight"
+"""Importance-sampling weights of a prioritized replay's samples, ``[N]`` float32 in (0, 1]
+(``[N, L]`` in windows, the same along L); a loss that finds them weights its per-sample TD
+losses by them (Schaul et al. 2016)."""
+TD_ERROR = "td_error"
+"""Key of a value-based loss's output: ``[N]`` float32 ``|Q(s, a) - y|`` per sample, detached
+(the largest over twin critics), from which a prioritized replay sets priorities."""

@@ -20,10 +20,10 @@ from tensordict import TensorDict
 from torch import Tensor
 
 from rlplat import keys
-from rlplat.buffers.base import Buffer
+from rlplat.buffers.base import Buffer, PrioritizedBuffer, RunDirectoryUser
 from rlplat.checkpoint import BEST, FINAL, CheckpointError, CheckpointFiles, rng_state, set_rng_state
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from rlplat.collectors.base import Acting, Collector, Policy
+from rlplat.collectors.base import Acting, Collector, Policy, ReportingCollector
 from rlplat.envs.base import Episode, VectorEnvLike, observation_leaves
 from rlplat.losses.base import Loss
 from rlplat.optim import Optimizers, lr_factor
@@ -282,6 +282,10 @@ class ParameterError(TrainingError):
     added after they were built (in none of them), or one whose gradient they would not see."""
 
 
+class PriorityError(TrainingError):
+    """A prioritized buffer paired with a loss whose output has no ``td_error`` to set priorities from."""
+
+
 class Trainer:
     """Runs the loop of DESIGN.md over built parts: collect, preprocess, update, log,
     evaluate, checkpoint; resumable from its own checkpoints (:meth:`load_state_dict`).
@@ -315,6 +319,9 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self._stepped = {id(p) for unit in parts.optimizers.units for p in unit.parameters}
         self._fit_start, self._callback_seconds, self._best_due = time.perf_counter(), 0.0, False
+        if isinstance(parts.buffer, RunDirectoryUser):  # memory-mapped replay: files in the run directory
+            parts.buffer.use_run_directory(Path(output_dir))
+        self._prioritized = parts.buffer if isinstance(parts.buffer, PrioritizedBuffer) else None
 
     def fit(self) -> dict[str, float]:
         """Train until ``trainer.total_frames`` frames (from where a loaded checkpoint left off),
@@ -378,6 +385,8 @@ class Trainer:
         if frames < progress.next_log and not evaluate:
             return False
         metrics = {"time/fps": fps, **self._update_metrics(outputs), **self._episode_metrics()}
+        if isinstance(self.parts.collector, ReportingCollector):  # e.g. collector/policy_lag
+            metrics.update(self.parts.collector.pop_metrics())
         if evaluate:
             metrics.update(self._evaluate())
             progress.next_eval += config.eval_every_frames or config.total_frames
@@ -474,7 +483,27 @@ class Trainer:
         optimizers.step(() if getattr(loss, "delayed_due", True) else loss.delayed_groups)  # type: ignore[attr-defined]
         losses.update(norms)
         loss.after_update()  # e.g. target networks
+        self._set_priorities(batch, losses)
         return losses
+
+    def _set_priorities(self, batch: TensorDict, losses: TensorDict) -> None:
+        """Hand the loss output's per-sample ``td_error`` to a prioritized buffer, with the
+        batch's ``index``; leave its mean in the output (logged as ``train/td_error``).
+
+        Raises:
+            PriorityError: when the buffer is prioritized and the loss returns no ``td_error``.
+        """
+        td_error = cast(Tensor | None, losses.pop(keys.TD_ERROR, None))
+        if self._prioritized is not None:
+            if td_error is None:
+                name = self.parts.config.get("loss", {}).get("name", type(self.parts.loss).__name__)
+                raise PriorityError(
+                    f"buffer={self.parts.config['buffer']['name']!r} sets priorities from the loss's TD errors, and "
+                    f"loss {name!r} returns no {keys.TD_ERROR!r} ([N] |Q(s, a) - y| per sample); use buffer=replay"
+                )
+            self._prioritized.update_priorities(batch.get(keys.SAMPLE_INDEX), td_error)
+        if td_error is not None:
+            losses.set(keys.TD_ERROR, td_error.mean())
 
     @staticmethod
     def _nonfinite_update(losses: TensorDict, norms: Mapping[str, Tensor]) -> str:

@@ -216,6 +216,8 @@ class Acceleration:
         enabled: ``trainer.accel``: False runs every definition.
         compiled: ``trainer.compile``: the closed form runs in torch, to be compiled.
         warn: Called with a one-line warning when a fast path disagrees with its definition.
+        acts_elsewhere: Why the policy acts in other processes (a collector's workers, which
+            load its weights), or None: then no accelerated acting path.
 
     Attributes:
         closed_form: ``"numpy"``, ``"torch"`` or None (autograd).
@@ -224,7 +226,15 @@ class Acceleration:
         summary: One line: which path runs for the update, acting and the parameters, and why.
     """
 
-    def __init__(self, loss: Loss, *, enabled: bool = True, compiled: bool = False, warn: Warn = warn_on_stderr):
+    def __init__(
+        self,
+        loss: Loss,
+        *,
+        enabled: bool = True,
+        compiled: bool = False,
+        warn: Warn = warn_on_stderr,
+        acts_elsewhere: str | None = None,
+    ):
         self.loss, self.warn, self.compiled = loss, warn, compiled
         off = "trainer.accel=false"
         if not enabled:
@@ -236,7 +246,7 @@ class Acceleration:
             numpy_update = isinstance(loss, PPOLoss) and loss.value_clip is None and not compiled
             numpy_update = numpy_update and on_cpu_float32(*cast(nn.Module, loss).parameters())
             self.closed_form = "numpy" if numpy_update else "torch"
-        acting_reason = off if not enabled else numpy_acting(loss.policy)
+        acting_reason = off if not enabled else acts_elsewhere or numpy_acting(loss.policy)
         self.acting: str | None = "numpy" if acting_reason is None else None
         flat_reason = off if not enabled else own_modules(loss)
         self.flat = flat_reason is None

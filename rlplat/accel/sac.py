@@ -1,7 +1,8 @@
 """SAC in closed form (:class:`rlplat.losses.sac.SACLoss`, exactly that class): its
 gradients without autograd, and its actor acting in numpy.
 
-The derivatives: ``d loss_qvalue / d Q_k(s_n, a_n) = (Q_k - y_n) / N``;
+The derivatives: ``d loss_qvalue / d Q_k(s_n, a_n) = w_n (Q_k - y_n) / N`` (``w_n`` a
+prioritized replay's importance weight, 1 without);
 ``d loss_actor / d log pi(a~_n|s_n) = alpha / N`` and ``d loss_actor / d a~_n =
 -dQ_k*(s_n, a~_n)/da~ / N`` for the critic k* of the minimum (as ``torch.min``'s gradient
 picks); ``d loss_alpha / d log alpha = -mean(log pi + H_target)``. The networks'
@@ -139,9 +140,12 @@ class SACGradients:
         q, q_new_all = q_saved[-1], q_new_saved[-1]  # [K, N, 1] each
         q_new, critic_index = q_new_all.min(0)  # [N, 1]
         td_error = q - target  # [K, N, 1]
-        output = loss.terms(q, td_error, alpha, log_prob, q_new)
+        weight = batch.get(keys.IMPORTANCE_WEIGHT, None)  # [N], from a prioritized replay
+        output = loss.terms(q, td_error, alpha, log_prob, q_new, weight)
 
-        self.critics.backward(q_saved, td_error.mul_(1.0 / n))
+        # d loss_qvalue / d Q_k(s_n, a_n) = w_n (Q_k - y_n) / N, w_n = 1 without weights
+        grad_q = td_error.mul_(1.0 / n) if weight is None else td_error.mul_(weight.unsqueeze(-1) * (1.0 / n))
+        self.critics.backward(q_saved, grad_q)
         grad_q_new = torch.zeros_like(q_new_all).scatter_(0, critic_index.unsqueeze(0), -1.0 / n)
         grad_input = self.critics.backward(q_new_saved, grad_q_new, trained=False, input_grad=True)  # critics fixed
         assert grad_input is not None

@@ -14,14 +14,18 @@ replay ratio (off-policy, :class:`rlplat.buffers.replay.ReplayBuffer`).
 
 * :class:`BufferFactory`: what the entry point names; which arguments rlplat supplies.
 * :class:`Buffer`: what the built buffer provides to the trainer.
+* :class:`PrioritizedBuffer`: a buffer that takes priorities back from the loss's TD errors.
+* :class:`RunDirectoryUser`: a buffer that keeps files in the run directory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tensordict import TensorDict
+from torch import Tensor
 
 
 class BufferFactory(Protocol):
@@ -88,4 +92,37 @@ class Buffer(Protocol):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` into a buffer built from the same config."""
+        ...
+
+
+@runtime_checkable
+class PrioritizedBuffer(Protocol):
+    """A buffer whose sampling follows priorities set from the loss's TD errors
+    (:class:`rlplat.buffers.prioritized.PrioritizedReplayBuffer`).
+
+    Its samples carry ``index`` (:data:`rlplat.keys.SAMPLE_INDEX`, storage positions) and
+    ``weight`` (:data:`rlplat.keys.IMPORTANCE_WEIGHT`, importance-sampling weights); after each
+    successful update the trainer hands back the loss output's ``td_error``
+    (:data:`rlplat.keys.TD_ERROR`) with the batch's ``index``.
+    """
+
+    def update_priorities(self, index: Tensor, td_error: Tensor) -> None:
+        """Set the priorities of sampled transitions from their TD errors.
+
+        Args:
+            index: ``[N]`` int64 storage positions of a sample's transitions, or ``[N, L]``
+                of windows (the priority goes to each window's first step), as sampled.
+            td_error: ``[N]`` float ``|Q(s, a) - y|`` of each sample (of its window's first
+                step), on any device.
+        """
+        ...
+
+
+@runtime_checkable
+class RunDirectoryUser(Protocol):
+    """A buffer that keeps files in the run directory (memory-mapped storage); the trainer
+    tells it the directory before the first rollout."""
+
+    def use_run_directory(self, run_dir: Path) -> None:
+        """Keep files under ``run_dir`` (the run's output directory), unless configured elsewhere."""
         ...

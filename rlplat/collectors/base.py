@@ -37,7 +37,7 @@ Episodes continue across rollouts: within an episode ``("next", "observation")[t
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
@@ -45,6 +45,7 @@ from tensordict import TensorDict
 from torch import Tensor
 
 from rlplat.envs.base import Episode, VectorEnvLike
+from rlplat.transforms.base import TransformLike
 
 
 @runtime_checkable
@@ -171,11 +172,36 @@ class Acting:
             self.state = self.state.masked_fill(ended, 0.0)
 
 
-EnvMaker = Callable[[int, str], VectorEnvLike]
-"""``(num_envs, vectorization) -> VectorEnvLike``: the configured training env, supplied to
-a collector by rlplat: B = ``num_envs`` copies of the ``env`` entry with the configured
-transforms (which it updates), ``vectorization`` ``"sync"`` (one process) or ``"async"``
-(a subprocess per env). A collector calls it once per env set it runs."""
+class EnvMaker(Protocol):
+    """``(num_envs, vectorization) -> VectorEnvLike``: the configured training env, supplied to
+    a collector by rlplat: B = ``num_envs`` copies of the ``env`` entry with the configured
+    transforms (which it updates), ``vectorization`` ``"sync"`` (one process) or ``"async"``
+    (a subprocess per env). A collector calls it once per env set it runs. rlplat's pickles
+    (with cloudpickle), so that a collector may call it in worker processes too.
+
+    Attributes:
+        transforms: The transforms its envs apply, in order: the instances the run evaluates
+            and checkpoints with. A collector whose envs live in other processes (where
+            copies of them update their statistics) loads the copies' state back into these
+            (:meth:`TransformLike.load_state_dict`).
+    """
+
+    transforms: Sequence[TransformLike]
+
+    def __call__(self, num_envs: int, vectorization: str) -> VectorEnvLike:
+        """B = ``num_envs`` training envs, vectorised by ``vectorization``."""
+        ...
+
+
+@runtime_checkable
+class ReportingCollector(Protocol):
+    """A collector with metrics of its own, logged by the trainer at each log step (e.g. the
+    asynchronous collector's ``collector/policy_lag``)."""
+
+    def pop_metrics(self) -> dict[str, float]:
+        """Metric name -> value (means over the rollouts yielded since the last call); then
+        forgets them. Names are ``collector/<metric>``."""
+        ...
 
 
 class CollectorFactory(Protocol):
@@ -191,6 +217,15 @@ class CollectorFactory(Protocol):
 
     The ``collector`` YAML node supplies the rest (e.g. ``num_envs``, ``steps_per_env``,
     ``vectorization``), checked against the signature.
+
+    Two optional class attributes of the entry tell rlplat how it acts:
+
+    * ``acts_in_workers`` (default False): the policy acts in other processes, on copies that
+      load the learner's ``state_dict()`` (it must be a ``torch.nn.Module``): rlplat then passes
+      the loss's own policy (no accelerated acting path, whose arrays stay in this process).
+    * ``asynchronous`` (default False): rollouts come from weights older than the learner's
+      (each step's :data:`rlplat.keys.POLICY_VERSION` says which): an on-policy loss refuses
+      such a collector unless its class sets ``corrects_policy_lag = True`` (V-trace).
 
     Raises:
         ConfigError: for a bad YAML value, naming ``collector.<key>``.

@@ -11,11 +11,8 @@ true next observation of every transition and, separately, the observation to ac
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -32,6 +29,7 @@ from rlplat.envs.base import (
     Step,
     check_observation_space,
     observation_converter,
+    sigint_ignored,
 )
 from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
 from rlplat.registry import ConfigError
@@ -253,7 +251,7 @@ def vector_env(
     if vectorization == "sync":
         return gymnasium.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     if vectorization == "async":
-        with _sigint_ignored():  # by the workers: a Ctrl-C stops the run, which then closes them
+        with sigint_ignored():  # by the workers: a Ctrl-C stops the run, which then closes them
             return gymnasium.vector.AsyncVectorEnv([make_env] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
     raise ConfigError(f"collector.vectorization={vectorization!r}: valid: {', '.join(VECTORIZATION)}")
 
@@ -288,20 +286,6 @@ def _with_final(observation: Any, ended: np.ndarray, final: Any) -> Any:
     for i in ended:
         swapped[i] = final[i]
     return swapped
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while processes are started (they keep ignoring it: Python installs
-    no handler of its own then), in the main thread; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _float_tensor(array: np.ndarray) -> Tensor:

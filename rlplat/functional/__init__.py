@@ -1,6 +1,6 @@
 """Pure tensor math with no state: value estimators and distribution formulas."""
 
-from rlplat.functional.advantages import generalized_advantage_estimate, n_step_return, td_lambda_return
+from rlplat.functional.advantages import generalized_advantage_estimate, n_step_return, td_lambda_return, vtrace
 from rlplat.functional.distributions import (
     HALF_LOG_2PI,
     categorical_entropy,
@@ -30,4 +30,5 @@ __all__ = [
     "n_step_return",
     "standard_normal_log_prob",
     "td_lambda_return",
+    "vtrace",
 ]

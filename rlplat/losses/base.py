@@ -89,6 +89,11 @@ class Loss(Protocol):
     al. 2018), and a bool, whether the coming update is one of those. Each delayed group
     gets an optimizer of its own, which the trainer does not step on the other updates: a
     step with a zero gradient would still move the parameters by Adam's momentum.
+
+    Optional class attribute ``corrects_policy_lag``: True when the loss learns correctly from
+    rollouts whose ``action_log_prob`` is that of a policy some updates older than its own
+    (IMPALA's V-trace: Espeholt et al. 2018). An on-policy loss without it refuses an
+    asynchronous collector, whose actions lag behind the learner's parameters.
     """
 
     policy: Policy
@@ -115,13 +120,18 @@ class Loss(Protocol):
         Args:
             batch: ``[N]`` samples from the buffer, or ``[N, L]`` windows when
                 ``sequence_length`` is L > 1, with the keys the rollout and ``preprocess``
-                gave it.
+                gave it; from a prioritized replay also ``index`` and ``weight``
+                (:data:`rlplat.keys.IMPORTANCE_WEIGHT`, ``[N]`` float32 importance weights, by
+                which a value-based loss weights its per-sample TD losses).
 
         Returns:
             A TensorDict with batch size ``[]``: scalar (0-dim) float ``loss_<term>`` tensors,
             which the trainer sums and back-propagates (logged as ``loss/<term>``), and
             scalar diagnostics without gradients (e.g. ``entropy``, ``approx_kl``; logged
-            as ``train/<key>``). New keys need no trainer change.
+            as ``train/<key>``). New keys need no trainer change. One key may be per sample:
+            ``td_error`` (:data:`rlplat.keys.TD_ERROR`, ``[N]`` float32 ``|Q(s, a) - y|``,
+            detached), which the trainer hands to a prioritized replay and logs as its mean
+            ``train/td_error``; a loss for a prioritized replay must return it.
 
         This is the one definition of the algorithm: the trainer back-propagates the summed
         ``loss_*`` terms with autograd (:class:`rlplat.trainer.Autograd`). For some exact

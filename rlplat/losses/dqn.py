@@ -27,8 +27,9 @@ class DQNLoss(nn.Module):
 
     ``y = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) Q_target(s_{t+m}, a*)`` with
     ``a* = argmax_a Q_target(s_{t+m}, a)``, or with ``double`` ``argmax_a Q(s_{t+m}, a)``
-    from the online network; ``L = huber(Q(s_t, a_t) - y)``. With ``n_step`` > 1 the buffer
-    must sample windows of that length (``buffer.sequence_length``).
+    from the online network; ``L = mean_n huber(Q(s_t, a_t) - y)``, or with a prioritized
+    replay's importance weights ``mean_n(w_n huber_n)`` (Schaul et al. 2016). With ``n_step`` >
+    1 the buffer must sample windows of that length (``buffer.sequence_length``).
 
     Args:
         observation_space: Supplied by rlplat.
@@ -93,7 +94,9 @@ class DQNLoss(nn.Module):
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` (n_step 1) or ``[N, n_step]`` windows -> ``loss_qvalue``; diagnostics
-        ``q_mean``, ``target_mean``, ``epsilon``."""
+        ``q_mean``, ``target_mean``, ``epsilon``; ``td_error``, ``[N]`` float32 ``|Q(s_t, a_t) -
+        y|`` (detached), for a prioritized replay. A batch with ``weight`` (``[N]``, or ``[N,
+        n_step]`` the same along the window) weights each sample's loss by it."""
         windows = batch.batch_dims == 2
 
         def time_first(key: Any) -> Tensor:  # [L, N, ...]: the window's steps first
@@ -119,10 +122,16 @@ class DQNLoss(nn.Module):
         if windows:  # the loss is on each window's first step
             observation, action = observation[:, 0], action[:, 0]
         q_taken = self.q(observation).gather(-1, action.unsqueeze(-1))  # [N, 1]
-        loss = F.smooth_l1_loss(q_taken, target)
+        weight = batch.get(keys.IMPORTANCE_WEIGHT, None)
+        if weight is None:
+            loss = F.smooth_l1_loss(q_taken, target)
+        else:  # importance-weighted: mean_n(w_n huber_n)
+            weight = weight[:, 0] if windows else weight  # [N]
+            loss = (F.smooth_l1_loss(q_taken, target, reduction="none").squeeze(-1) * weight).mean()
         return TensorDict(
             {
                 "loss_qvalue": loss,
+                keys.TD_ERROR: (q_taken.detach() - target).abs().squeeze(-1),  # [N]
                 "q_mean": q_taken.detach().mean(),
                 "target_mean": target.mean(),
                 "epsilon": self.policy.epsilon_tensor(),

@@ -24,7 +24,8 @@ class SACLoss(nn.Module):
     """Soft Q-learning with a reparameterised squashed Gaussian actor.
 
     ``y = r + gamma (1 - terminated) (min_k Q_target_k(s', a') - alpha log pi(a'|s'))``,
-    ``a' ~ pi(.|s')``; ``loss_qvalue = 0.5 * sum_k mean((Q_k(s, a) - y)^2)``;
+    ``a' ~ pi(.|s')``; ``loss_qvalue = 0.5 * sum_k mean((Q_k(s, a) - y)^2)`` (with a prioritized
+    replay's importance weights ``0.5 * sum_k mean(w (Q_k(s, a) - y)^2)``, Schaul et al. 2016);
     ``loss_actor = mean(alpha log pi(a~|s) - min_k Q_k(s, a~))`` (critics frozen);
     ``loss_alpha = -mean(log alpha * (log pi(a~|s) + H_target))`` (eq. 18).
 
@@ -109,7 +110,9 @@ class SACLoss(nn.Module):
 
     def forward(self, batch: TensorDict) -> TensorDict:
         """``[N]`` transitions -> ``loss_qvalue``, ``loss_actor``, ``loss_alpha``; diagnostics
-        ``alpha``, ``entropy`` (of the squashed policy, estimated), ``q_mean``."""
+        ``alpha``, ``entropy`` (of the squashed policy, estimated), ``q_mean``; ``td_error``,
+        ``[N]`` float32 ``max_k |Q_k(s, a) - y|`` (detached), for a prioritized replay. A batch
+        with ``weight`` (``[N]``) weights each sample's critic loss."""
         observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
         alpha = self.log_alpha.exp().detach()
         noise = self.noise(action)
@@ -119,7 +122,7 @@ class SACLoss(nn.Module):
         q = self.critics(observation, action)  # [K, N, 1]
         new_action, log_prob = self.actor(observation, noise=noise[0])  # reparameterised
         q_new = self.critics(observation, new_action, frozen=True).min(0).values  # [N, 1]; critics not moved
-        return self.terms(q, q - target, alpha, log_prob, q_new)
+        return self.terms(q, q - target, alpha, log_prob, q_new, batch.get(keys.IMPORTANCE_WEIGHT, None))
 
     def noise(self, action: Tensor) -> Tensor:
         """``[2, N, A]`` standard normal draws for ``[N, A]`` actions: the new actions' (actor
@@ -133,22 +136,28 @@ class SACLoss(nn.Module):
         soft_value = (next_q - alpha * next_log_prob.unsqueeze(-1)).masked_fill_(batch[keys.NEXT_TERMINATED], 0.0)
         return torch.add(batch[keys.NEXT_REWARD], soft_value, alpha=self.gamma)
 
-    def terms(self, q: Tensor, td_error: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor) -> TensorDict:
+    def terms(
+        self, q: Tensor, td_error: Tensor, alpha: Tensor, log_prob: Tensor, q_new: Tensor, weight: Tensor | None = None
+    ) -> TensorDict:
         """The loss output from ``[K, N, 1]`` Q(s, a) and TD errors ``Q(s, a) - y``, ``[N]`` log pi
         of the new actions and ``[N, 1]`` min_k Q_k(s, a~), through means of ``[N]`` values
-        (one reduction each: ``mean(alpha log pi - Q) = alpha mean(log pi) - mean(Q)``)."""
+        (one reduction each: ``mean(alpha log pi - Q) = alpha mean(log pi) - mean(Q)``); with
+        ``[N]`` importance weights, the critics' squared errors weighted by them."""
         n = td_error.shape[1]
         errors = td_error.flatten()
+        # sum over the K critics of their mean: errors . errors, or errors . (w errors)
+        weighted = errors if weight is None else (td_error.squeeze(-1) * weight).flatten()
         mean_log_prob = log_prob.mean()
         entropy = -mean_log_prob.detach()
         return TensorDict(
             {
-                "loss_qvalue": errors.dot(errors) * (0.5 / n),  # sum over the K critics of their mean
+                "loss_qvalue": errors.dot(weighted) * (0.5 / n),
                 "loss_actor": alpha * mean_log_prob - q_new.mean(),
                 "loss_alpha": self.log_alpha * (entropy - self.target_entropy),
                 "alpha": alpha,
                 "entropy": entropy,
                 "q_mean": q.detach().mean(),
+                keys.TD_ERROR: td_error.detach().abs().amax(0).squeeze(-1),  # [N]
             },
             batch_size=[],
         )

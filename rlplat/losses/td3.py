@@ -23,7 +23,8 @@ class TD3Loss(nn.Module):
 
     ``a' = clip(mu_target(s') + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0, sigma)``;
     ``y = r + gamma (1 - terminated) min_k Q_target_k(s', a')``;
-    ``loss_qvalue = sum_k mean((Q_k(s, a) - y)^2)``; every ``policy_delay`` updates
+    ``loss_qvalue = sum_k mean((Q_k(s, a) - y)^2)`` (with a prioritized replay's importance
+    weights ``sum_k mean(w (Q_k(s, a) - y)^2)``, Schaul et al. 2016); every ``policy_delay`` updates
     ``loss_actor = -mean(Q_1(s, mu(s)))`` (critics frozen) and the targets move by Polyak tau.
 
     Args:
@@ -107,7 +108,9 @@ class TD3Loss(nn.Module):
         return rollout
 
     def forward(self, batch: TensorDict) -> TensorDict:
-        """``[N]`` transitions -> ``loss_qvalue``, ``loss_actor`` (0 between delayed updates)."""
+        """``[N]`` transitions -> ``loss_qvalue``, ``loss_actor`` (0 between delayed updates),
+        ``q_mean``; ``td_error``, ``[N]`` float32 ``max_k |Q_k(s, a) - y|`` (detached), for a
+        prioritized replay. A batch with ``weight`` (``[N]``) weights each sample's critic loss."""
         observation, action = batch[keys.OBSERVATION], batch[keys.ACTION]
         next_observation = batch[keys.NEXT_OBSERVATION]
         with torch.no_grad():
@@ -121,7 +124,11 @@ class TD3Loss(nn.Module):
             not_terminated = (~batch[keys.NEXT_TERMINATED]).float()
             target = batch[keys.NEXT_REWARD] + self.gamma * not_terminated * next_q
         q = self.critics(observation, action)  # [K, N, 1]
-        loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
+        weight = batch.get(keys.IMPORTANCE_WEIGHT, None)
+        if weight is None:
+            loss_qvalue = (q - target).pow(2).mean((1, 2)).sum()
+        else:  # importance-weighted: sum_k mean_n(w_n (Q_k - y)^2)
+            loss_qvalue = ((q - target).pow(2).squeeze(-1) * weight).mean(1).sum()
 
         if self.delayed_due:  # this update is a delayed one
             # the actor's loss must not move the critics
@@ -129,7 +136,12 @@ class TD3Loss(nn.Module):
         else:
             loss_actor = torch.zeros((), device=q.device)
         return TensorDict(
-            {"loss_qvalue": loss_qvalue, "loss_actor": loss_actor, "q_mean": q.detach().mean()},
+            {
+                "loss_qvalue": loss_qvalue,
+                "loss_actor": loss_actor,
+                "q_mean": q.detach().mean(),
+                keys.TD_ERROR: (q.detach() - target).abs().amax(0).squeeze(-1),  # [N]
+            },
             batch_size=[],
         )
 

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from rlplat import keys
-from rlplat.buffers.base import Buffer
+from rlplat.buffers.base import Buffer, PrioritizedBuffer
 from rlplat.testing._common import Entry, Subject, savable, shape_text, subject
 
 PREPROCESSED = keys.STATE_VALUE
@@ -38,6 +38,9 @@ def check_buffer(
     * each sample is one stored transition, its keys not mixed between transitions;
       ``[N, L]`` windows are L consecutive steps of one env; an ``on_policy`` buffer serves
       only the latest rollout;
+    * a :class:`rlplat.buffers.base.PrioritizedBuffer` adds ``index`` (int64) and ``weight``
+      (float32 in (0, 1]) of the batch's size to each batch, and takes priorities back
+      (``update_priorities`` with TD errors drawn at random);
     * ``state_dict()`` is a mapping ``torch.save`` can write.
 
     Args:
@@ -109,11 +112,16 @@ def _check_batch(buffer_entry: Subject, buffer: Buffer, batch: Any, rollout: Ten
         f"{'[N]' if length == 1 else f'[N, {length}]'} (sequence_length={length})",
     )
     expected = set(rollout.keys(include_nested=True, leaves_only=True))
+    if isinstance(buffer, PrioritizedBuffer):
+        _check_priority_keys(buffer_entry, batch)
+        expected |= {keys.SAMPLE_INDEX, keys.IMPORTANCE_WEIGHT}
+        with buffer_entry.running("update_priorities(index, td_error)"):  # TD errors at random
+            buffer.update_priorities(batch[keys.SAMPLE_INDEX], torch.rand(batch.batch_size[0]))
     got = set(batch.keys(include_nested=True, leaves_only=True))
     buffer_entry.expect(
         got == expected, f"a batch has the keys {sorted(map(str, got))}; expected {sorted(map(str, expected))}"
     )
-    for key in expected:
+    for key in expected - {keys.SAMPLE_INDEX, keys.IMPORTANCE_WEIGHT}:
         want, have = rollout[key], batch[key]
         buffer_entry.expect(
             have.shape[dims:] == want.shape[2:] and have.dtype == want.dtype,
@@ -121,6 +129,19 @@ def _check_batch(buffer_entry: Subject, buffer: Buffer, batch: Any, rollout: Ten
             f"[{'N' if dims == 1 else 'N, L'}, *{shape_text(want.shape[2:])}] {want.dtype}",
         )
     _check_traceable(buffer_entry, batch, rollout, oldest)
+
+
+def _check_priority_keys(buffer_entry: Subject, batch: TensorDict) -> None:
+    """A prioritized buffer's batch carries int64 ``index`` and float32 ``weight`` in (0, 1]."""
+    for key, dtype in ((keys.SAMPLE_INDEX, torch.int64), (keys.IMPORTANCE_WEIGHT, torch.float32)):
+        value = batch.get(key, None)
+        buffer_entry.expect(
+            isinstance(value, torch.Tensor) and value.shape == batch.batch_size and value.dtype == dtype,
+            f"a prioritized buffer's batch must carry {key!r} {shape_text(batch.batch_size)} {dtype}; it has "
+            f"{shape_text(getattr(value, 'shape', []))} {getattr(value, 'dtype', None)}",
+        )
+    weight = batch[keys.IMPORTANCE_WEIGHT]
+    buffer_entry.expect(bool(((weight > 0) & (weight <= 1)).all()), "importance weights outside (0, 1]")
 
 
 def _check_traceable(buffer_entry: Subject, batch: TensorDict, rollout: TensorDict, oldest: int) -> None:

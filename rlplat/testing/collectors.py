@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.collectors.base import Collector
@@ -59,6 +59,33 @@ class CountingPolicy(ObservationPolicy):
         """As :meth:`ObservationPolicy.act`, and ``state + 1``."""
         action, log_prob = self.act(observation, deterministic)
         return action, log_prob, state + 1
+
+
+class ArgmaxPolicy(nn.Module):
+    """A Discrete :class:`rlplat.collectors.base.Policy` that is a ``torch.nn.Module``, as
+    collectors whose workers load the learner's ``state_dict`` need: the argmax of a linear map
+    of the observation (deterministic, so that two collectors over the same envs and seeds
+    collect the same rollouts; its ``linear.bias`` chooses an action outright), with an int64
+    buffer ``frames`` counting the frames it acted on (not in evaluation), as exploration
+    schedules count theirs.
+
+    Args:
+        observation_dim: Width of the (flat, float) observations.
+        num_actions: Actions of the Discrete space.
+    """
+
+    frames: Tensor
+
+    def __init__(self, observation_dim: int, num_actions: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(observation_dim, num_actions)
+        self.register_buffer("frames", torch.zeros((), dtype=torch.int64))
+
+    def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """``[N, observation_dim]`` -> action ``[N]`` int64, log-prob ``[N]`` zeros."""
+        if not deterministic:
+            self.frames += observation.shape[0]
+        return self.linear(observation).argmax(-1), torch.zeros(observation.shape[0])
 
 
 def check_collector(

@@ -349,6 +349,15 @@ def check_loss_output(entry: Subject, output: Any) -> torch.Tensor:
     terms = [key for key in output.keys() if key.startswith(keys.LOSS_PREFIX)]  # noqa: SIM118  (iter(td) walks the batch dim)
     entry.expect(terms, f"forward returned no {keys.LOSS_PREFIX}* term; it has {sorted(output.keys())}")
     for key, value in output.items():
+        if key == keys.TD_ERROR:  # per sample, for a prioritized replay
+            entry.expect(
+                isinstance(value, torch.Tensor) and value.dim() == 1 and value.dtype == torch.float32,
+                f"output {key!r} is {shape_text(getattr(value, 'shape', []))} {getattr(value, 'dtype', type(value))}; "
+                "expected [N] float32 |Q(s, a) - y| per sample",
+            )
+            entry.expect(bool(torch.isfinite(value).all()), f"output {key!r} holds a NaN or inf")
+            entry.expect(not value.requires_grad, f"output {key!r} carries gradients; detach it")
+            continue
         entry.expect(
             isinstance(value, torch.Tensor) and value.shape == () and value.is_floating_point(),
             f"output {key!r} is {shape_text(getattr(value, 'shape', []))} {getattr(value, 'dtype', type(value))}; "

@@ -44,6 +44,13 @@ class RunningMeanStd(torch.nn.Module):
             self._views = (mean, (mean.numpy(), self.var.numpy(), self.count.numpy()))
         return self._views[1]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled and deep-copied without the numpy views: a copy's arrays would be copies too,
+        no longer views of its buffers (its updates would be lost)."""
+        state = self.__dict__.copy()
+        state["_views"] = None
+        return state
+
     def update(self, batch: Tensor | np.ndarray) -> None:
         """Merge ``[N, *shape]`` samples (a CPU tensor or an array) into the statistics."""
         x = (batch.numpy() if isinstance(batch, Tensor) else np.asarray(batch)).astype(np.float64)

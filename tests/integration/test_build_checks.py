@@ -24,6 +24,11 @@ MISMATCHES = [
         "Buffers that fit: replay.",
     ),
     (
+        ["algo=ppo", "env=cartpole", "collector=async"],
+        "collector=async does not fit loss 'ppo': its workers act with weights some updates older than the "
+        "learner's, and the loss is on-policy without a correction for that lag. Use algo=impala",
+    ),
+    (
         ["algo=sac", "env=pendulum", "buffer.capacity=10"],
         "buffer.capacity=10: must be at least buffer.batch_size=64",
     ),

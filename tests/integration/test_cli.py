@@ -74,7 +74,7 @@ def test_train_records_params_metrics_artifacts_and_tags_in_the_default_store(tm
 
 
 BAD_INPUTS = [
-    ("algo=ppoo", ["algo='ppoo'", "Valid: a2c, a2c_lstm, ddpg, dqn, ppo, ppo_kl", "Did you mean 'ppo'"]),
+    ("algo=ppoo", ["algo='ppoo'", "Valid: a2c, a2c_lstm, ddpg, dqn, impala, ppo, ppo_kl", "Did you mean 'ppo'"]),
     ("env=pendulumm", ["env='pendulumm'", "cartpole", "gym", "Did you mean 'pendulum'"]),
     ("network.hiden_sizes=[8]", ["network.hiden_sizes=[8]", "hidden_sizes, activation", "Did you mean 'hidden_sizes'"]),
     ("trainer.total_frames=-5", ["trainer.total_frames=-5", "integer >= 1"]),

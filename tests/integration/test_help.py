@@ -52,7 +52,7 @@ def test_help_lists_every_option_of_every_group(help_text, group):
 
 
 def test_help_names_algo_options_env_entries_and_where_presets_live(help_text):
-    algos = "a2c, a2c_lstm, ddpg, dqn, ppo, ppo_kl, ppo_lstm, ppo_rnd, reinforce, sac, td3"
+    algos = "a2c, a2c_lstm, ddpg, dqn, impala, ppo, ppo_kl, ppo_lstm, ppo_rnd, reinforce, sac, td3"
     assert re.search(rf"^algo: {algos}$", help_text, re.MULTILINE)
     assert re.search(r"^env: .*\bgym\b", help_text, re.MULTILINE)
     for place in ("conf/", "conf/tuned/", "sweeps/", "rlplat.conf entry point"):

@@ -139,7 +139,7 @@ def test_dqn_on_vector_actions_exits_2_naming_the_algorithms_that_can_act_there(
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("rlplat-train: error: loss 'dqn' cannot act in env") and f"the env has {space}" in line
     able = line.split("Algorithms for this env: ", 1)[1].rstrip(".").split(", ")
-    assert set(able) == {"a2c", "ppo", "ppo_kl", "ppo_rnd", "reinforce"}
+    assert set(able) == {"a2c", "impala", "ppo", "ppo_kl", "ppo_rnd", "reinforce"}
     assert "Traceback" not in result.stderr and not (tmp_path / "outputs").exists()
 
 

@@ -257,3 +257,21 @@ def test_a_compiled_update_compiles_the_closed_form_gradients(tmp_path, device):
             scale = float(expected[name].abs().max()) + 1e-6
             torch.testing.assert_close(parameter.grad, expected[name], rtol=0, atol=1e-4 * scale, msg=name)
     parts.close()
+
+
+def test_closed_form_gradients_with_importance_weights_equal_autograds():
+    """A prioritized replay's batch: loss_qvalue weights each sample's squared errors by
+    ``weight``, in the closed form's critic gradient as in autograd's; td_error as the loss's."""
+    loss = make_loss()
+    batch = make_batch()
+    batch[keys.IMPORTANCE_WEIGHT] = torch.rand(64, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    expected_output, expected = autograd_gradients(loss, batch, seed=5)
+    unweighted, _ = autograd_gradients(loss, batch.exclude(keys.IMPORTANCE_WEIGHT), seed=5)
+    assert expected_output["loss_qvalue"] < unweighted["loss_qvalue"]  # weights below 1 scale it down
+    output = closed_form(loss, batch, seed=5)
+    assert output[keys.TD_ERROR].shape == (64,)
+    for key, value in expected_output.items():
+        torch.testing.assert_close(output[key], value, rtol=1e-9, atol=1e-12, msg=key)
+    for name, parameter in loss.named_parameters():
+        if name in expected:
+            assert_gradient_close(parameter.grad, expected[name], name)

@@ -47,8 +47,8 @@ def test_tuned_preset_is_applied_for_its_pair_only():
     [
         (
             "algo=ppoo",
-            "algo='ppoo' is not known. Valid: a2c, a2c_lstm, ddpg, dqn, ppo, ppo_kl, ppo_lstm, ppo_rnd, reinforce, "
-            "sac, td3. Did you mean 'ppo'?",
+            "algo='ppoo' is not known. Valid: a2c, a2c_lstm, ddpg, dqn, impala, ppo, ppo_kl, ppo_lstm, ppo_rnd, "
+            "reinforce, sac, td3. Did you mean 'ppo'?",
         ),
         ("env=pendulumm", "Did you mean 'pendulum'?"),
         ("env=cartpole,pendulumm", "env='pendulumm'"),

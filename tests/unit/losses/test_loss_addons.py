@@ -82,7 +82,7 @@ def test_kl_to_reference_is_a_builtin_add_on_listed_with_its_keys(capsys):
 # --- the conformance kit --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["ppo", "a2c", "ppo_kl", "reinforce"])
+@pytest.mark.parametrize("host", ["ppo", "a2c", "ppo_kl", "reinforce", "impala"])
 def test_kl_to_reference_passes_the_kit_in_every_on_policy_loss(host):
     check_loss_addon("kl_to_reference", {"source": "any run"}, host=host, zero_at_reference=True)
 

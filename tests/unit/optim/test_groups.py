@@ -21,6 +21,7 @@ ACTOR_CRITIC = [
     ("ppo_kl", "pendulum"),
     ("a2c", "cartpole"),
     ("reinforce", "cartpole"),
+    ("impala", "cartpole"),
     ("ddpg", "pendulum"),
     ("td3", "pendulum"),
     ("sac", "pendulum"),

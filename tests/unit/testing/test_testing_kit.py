@@ -54,6 +54,10 @@ SMALL = {
         {"capacity": 256, "batch_size": 8, "learning_starts": 64, "replay_ratio": 0.25},
         {"capacity": 256, "batch_size": 8, "learning_starts": 64, "replay_ratio": 0.25, "sequence_length": 3},
     ],
+    ("buffer", "prioritized"): [
+        {"capacity": 256, "batch_size": 8, "learning_starts": 64, "replay_ratio": 0.25},
+        {"capacity": 256, "batch_size": 8, "learning_starts": 64, "replay_ratio": 0.25, "sequence_length": 3},
+    ],
     ("loss", "dqn"): [{}, {"n_step": 3}],
     ("env", "atari"): [{"max_episode_steps": 30}],
     ("env", "minigrid"): [{"keys": ["image", "direction"]}],
