@@ -90,7 +90,9 @@ TARGETS = [
     Target("ppo", "cartpole", threshold=475.0),
     Target("reinforce", "cartpole", threshold=450.0),
     Target("a2c", "cartpole", threshold=475.0),
+    # IMPALA on its asynchronous collector (2 worker processes); PPO's tuned setting with its envs on 2 Ray actors
     Target("impala", "cartpole", threshold=475.0, seeds=(0, 1, 2)),
+    Target("ppo", "cartpole", 475.0, seeds=(0, 1, 2), overrides=("collector=ray",), needed=2, label="ray"),
     Target("ppo_kl", "pendulum", threshold=-250.0),
     Target("dqn", "cartpole", threshold=475.0),
     # prioritized replay (docs/guides/replay.md): the tuned setting with buffer=prioritized, median of 3 seeds

@@ -50,6 +50,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         beta_frames: Frames over which beta rises linearly to 1.
         priority_eps: eps > 0, added to ``|delta|`` so that no transition has priority 0.
 
+    Attributes:
+        max_priority: The largest priority set so far (1 at first): a new transition's.
+        beta_now: The importance-sampling exponent at the frames collected so far.
+
     Raises:
         ConfigError: for alpha < 0, beta outside [0, 1], beta_frames < 1, priority_eps <= 0
             (or any of them not a finite number), and as :class:`ReplayBuffer`.
@@ -84,12 +88,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             storage=storage,
             directory=directory,
         )
-        self.alpha, self.beta, self.beta_frames, self.priority_eps = (
-            float(alpha),
-            float(beta),
-            beta_frames,
-            priority_eps,
-        )
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.beta_frames, self.priority_eps = beta_frames, priority_eps
         self.max_priority = 1.0  # of a new transition: the largest so far
         self._tree: SumTree | None = None  # over the storage positions, allocated with the storage
         self._priority = np.zeros(0)  # every position's priority, also where the tree holds 0 (masked rows)
@@ -157,7 +157,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             length, B = storage.batch_size
             index = ((first // B).unsqueeze(1) + torch.arange(L)) % length * B + (first % B).unsqueeze(1)
             weight = weight.unsqueeze(1).expand(-1, L)
-        device = self._sample_device or storage.device
+        device = self._sample_device or self._flat[0].device  # the samples' device
         batch.set(keys.SAMPLE_INDEX, index.to(device))
         batch.set(keys.IMPORTANCE_WEIGHT, weight.to(device))
         return batch

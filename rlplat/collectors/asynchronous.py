@@ -111,7 +111,11 @@ class AsyncCollector:
                 raise ConfigError(f"collector.{key}={value!r}: must be an integer >= 1")
         self.policy = policy_module(policy, "async")
         self.make_env, self.total_frames, self.device, self.seed = make_env, int(total_frames), device, seed
-        self.worker_options = {"num_envs": num_envs, "steps_per_env": steps_per_env, "vectorization": vectorization}
+        self.worker_options: dict[str, Any] = {
+            "num_envs": num_envs,
+            "steps_per_env": steps_per_env,
+            "vectorization": vectorization,
+        }
         self.num_workers, self.sync_every = num_workers, sync_every
         self.rollout_shape = (steps_per_env, num_envs)
         self.frames_per_batch = steps_per_env * num_envs

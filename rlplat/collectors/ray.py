@@ -17,7 +17,7 @@ workers run on the cluster, whose nodes need rlplat and the env's packages insta
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tensordict import TensorDict
@@ -101,7 +101,11 @@ class RayCollector:
         self.policy = policy_module(policy, "ray")
         self.make_env, self.total_frames, self.device, self.seed = make_env, int(total_frames), device, seed
         per_worker = num_envs // num_workers
-        self.worker_options = {"num_envs": per_worker, "steps_per_env": steps_per_env, "vectorization": vectorization}
+        self.worker_options: dict[str, Any] = {
+            "num_envs": per_worker,
+            "steps_per_env": steps_per_env,
+            "vectorization": vectorization,
+        }
         self.num_workers, self.address, self.num_cpus = num_workers, address, num_cpus
         self.rollout_shape = (steps_per_env, num_envs)
         self.frames_per_batch = steps_per_env * num_envs
@@ -122,7 +126,7 @@ class RayCollector:
                 add_counted(self.policy, result.counted)
                 self._finished += result.episodes
             load_transforms(self.make_env.transforms, results[0].transforms)
-            rollout = torch.cat([result.tensordict() for result in results], dim=1)
+            rollout = cast(TensorDict, torch.cat([result.tensordict() for result in results], dim=1))
             self.frames += self.frames_per_batch
             yield rollout if self.device.type == "cpu" else rollout.to(self.device, non_blocking=True)
             self.version += 1

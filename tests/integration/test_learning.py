@@ -86,6 +86,16 @@ def test_impala_preset_solves_cartpole_on_every_seed(tmp_path):
 
 
 @pytest.mark.slow
+def test_ppo_on_ray_workers_solves_cartpole_on_the_median_seed(tmp_path):
+    """``rlplat-train algo=ppo env=cartpole collector=ray``: the tuned PPO setting with its 8
+    envs on 2 Ray actors of a local Ray instance (4 each, acting with the learner's weights):
+    a final evaluation of at least 475 on 2 of seeds 0-2."""
+    pytest.importorskip("ray")
+    summary = benchmark("ppo:cartpole:ray", tmp_path)
+    assert summary["seeds"] == 3 and summary["reached"] >= 2 and summary["passed"], summary
+
+
+@pytest.mark.slow
 def test_ppo_solves_minigrid_doorkey_on_every_seed(tmp_path):
     """PPO's MiniGrid preset on DoorKey-5x5: every one of 3 seeds ends (300k frames) with a
     mean evaluation return of at least 0.8 (the door opened and the goal reached within about
