@@ -120,3 +120,13 @@ def install_distribution(site: Path, name: str, entry_points: dict[str, dict[str
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
     for filename, source in modules.items():
         (site / filename).write_text(source)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """A local Ray instance for the tests of collector=ray (skipped without Ray): started once,
+    so that each collector joins it instead of starting and stopping its own."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -122,9 +122,10 @@ class RayCollector:
         while self.frames < self.total_frames:
             weights = ray.put(policy_sync(self.version, self.policy, self.make_env.transforms))
             results = ray.get([worker.rollout.remote(weights) for worker in self._workers])
-            for result in results:
+            per_worker = int(self.worker_options["num_envs"])
+            for index, result in enumerate(results):  # a worker's env i is column index * per_worker + i
                 add_counted(self.policy, result.counted)
-                self._finished += result.episodes
+                self._finished += [e._replace(env=e.env + index * per_worker) for e in result.episodes]
             load_transforms(self.make_env.transforms, results[0].transforms)
             rollout = cast(TensorDict, torch.cat([result.tensordict() for result in results], dim=1))
             self.frames += self.frames_per_batch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,11 +25,14 @@ DEFAULT_ENVS: tuple[tuple[Entry, Mapping[str, Any]], ...] = (
 """One Discrete and one Box env, with episodes short enough to end inside a rollout."""
 
 
-class ObservationPolicy:
+class ObservationPolicy(nn.Module):
     """A :class:`rlplat.collectors.base.Policy` whose action and log-probability are fixed
-    functions of the observation, so a rollout can be checked step by step against them."""
+    functions of the observation, so a rollout can be checked step by step against them. A
+    ``torch.nn.Module`` without parameters, so that collectors whose workers load the
+    learner's ``state_dict`` take it too."""
 
     def __init__(self, action_space: gymnasium.Space) -> None:
+        super().__init__()
         self.action_space = action_space
 
     def act(self, observation: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
@@ -121,6 +125,11 @@ def check_collector(
       ``recurrent_state`` ``[T, B, S]``, the state each step acted from: zeros at an episode's
       first step, else the state the policy returned at the step before, across rollouts too.
 
+    A collector whose entry sets ``acts_in_workers`` (see
+    :class:`rlplat.collectors.base.CollectorFactory`) makes its envs in its workers, with
+    pickled copies of ``make_env`` and the policy (a ``torch.nn.Module`` here): give it one
+    worker (``num_workers: 1``), so that each rollout goes on with the episodes of the last.
+
     Args:
         entry: Registered collector name, or the constructor itself.
         kwargs: The YAML keyword arguments (a ``name`` key is ignored); keep rollouts small
@@ -154,12 +163,8 @@ def _build(
     spaces = probe.observation_space, probe.action_space
     probe.close()
     action_space = spaces[1]
-    requested: list[int] = []
-
-    def make_env(num_envs: int, vectorization: str) -> VectorEnv:
-        requested.append(num_envs)
-        return VectorEnv(lambda: env_entry.build(env_kwargs), num_envs, (), True, vectorization)
-
+    make_env = KitEnvs(env_entry, env_kwargs)
+    requested = make_env.requested
     with collector_entry.running("the constructor"):
         collector = collector_entry.build(
             kwargs,
@@ -172,13 +177,30 @@ def _build(
     return collector, requested, spaces
 
 
+class KitEnvs:
+    """The kit's :class:`rlplat.collectors.base.EnvMaker`: :class:`rlplat.envs.vector.VectorEnv`
+    over the env entry, no transforms; records the ``num_envs`` asked of it in this process
+    (a collector that makes its envs in worker processes asks there)."""
+
+    transforms: tuple = ()
+
+    def __init__(self, env_entry: Subject, env_kwargs: Any) -> None:
+        self.env_entry, self.env_kwargs = env_entry, env_kwargs
+        self.requested: list[int] = []
+
+    def __call__(self, num_envs: int, vectorization: str) -> VectorEnv:
+        self.requested.append(num_envs)
+        return VectorEnv(functools.partial(self.env_entry.build, self.env_kwargs), num_envs, (), True, vectorization)
+
+
 def _check_on(collector_entry: Subject, kwargs: Any, env_entry: Subject, env_kwargs: Any, seed: int) -> None:
     collector, requested, spaces = _build(collector_entry, kwargs, env_entry, env_kwargs, seed, total_frames=10**12)
     try:
         collector_entry.conforms(collector, Collector)
         collector_entry.expect(collector.frames == 0, f"frames={collector.frames!r} before collecting; must be 0")
-        collector_entry.expect(requested, "it never called make_env for its envs")
-        shape = _rollout_shape(collector_entry, collector, num_envs=requested[-1])
+        in_workers = getattr(type(collector), "acts_in_workers", False)  # its envs are made in its workers
+        collector_entry.expect(requested or in_workers, "it never called make_env for its envs")
+        shape = _rollout_shape(collector_entry, collector, num_envs=requested[-1] if requested else None)
         spec = (shape, space_shape(spaces[0]), spaces[1])
         iterator = iter(collector)
         first = _next_rollout(collector_entry, collector, iterator, spec, 1)
@@ -231,8 +253,9 @@ def _check_recurrent(collector_entry: Subject, kwargs: Any, env_entry: Subject, 
     )
 
 
-def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int) -> tuple[int, int]:
-    """``rollout_shape`` checked: ``(T, B)`` ints, B the envs it made, ``T * B == frames_per_batch``."""
+def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int | None) -> tuple[int, int]:
+    """``rollout_shape`` checked: ``(T, B)`` ints, B the envs it made (when it made them in
+    this process, ``num_envs``), ``T * B == frames_per_batch``."""
     shape, per_batch = collector.rollout_shape, collector.frames_per_batch
     collector_entry.expect(
         isinstance(shape, Sequence) and len(shape) == 2 and all(isinstance(n, int) and n > 0 for n in shape),
@@ -240,7 +263,7 @@ def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int) -> t
     )
     shape = (shape[0], shape[1])
     collector_entry.expect(
-        shape[1] == num_envs, f"rollout_shape={shape}, but it asked make_env for {num_envs} envs (B)"
+        num_envs is None or shape[1] == num_envs, f"rollout_shape={shape}, but it asked make_env for {num_envs} envs (B)"
     )
     collector_entry.expect(
         per_batch == shape[0] * shape[1], f"frames_per_batch={per_batch!r}; must be T * B for rollout_shape={shape}"

@@ -126,8 +126,7 @@ def test_a_failing_worker_is_reported_with_its_traceback():
         collector.close()
 
 
-def test_the_ray_collector_joins_its_workers_envs_into_the_synchronous_collectors_rollout():
-    pytest.importorskip("ray")
+def test_the_ray_collector_joins_its_workers_envs_into_the_synchronous_collectors_rollout(local_ray):
     from rlplat.collectors.ray import RayCollector
 
     torch.manual_seed(0)

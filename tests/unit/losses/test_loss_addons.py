@@ -162,7 +162,7 @@ def test_an_add_on_named_as_a_key_of_the_loss_is_refused():
     [
         (
             ["env=pendulum", "algo=sac", "+" + addon("x")],
-            "loss.addons (kl_to_reference): loss 'sac' takes no add-ons. Losses that do: a2c, ppo, ppo_kl",
+            "loss.addons (kl_to_reference): loss 'sac' takes no add-ons. Losses that do: a2c, impala, ppo, ppo_kl",
         ),
         (
             ["env=cartpole", "loss.addons={kl_to_referense:{coef:1}}"],

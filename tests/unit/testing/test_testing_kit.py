@@ -49,6 +49,8 @@ CHECKS = {
 SMALL = {
     ("env", "gym"): [{"id": "CartPole-v1"}, {"id": "Pendulum-v1", "max_episode_steps": 20}],
     ("collector", "sync"): [{"num_envs": 2, "steps_per_env": 16}],
+    ("collector", "async"): [{"num_workers": 1, "num_envs": 2, "steps_per_env": 16}],
+    ("collector", "ray"): [{"num_workers": 1, "num_envs": 2, "steps_per_env": 16, "num_cpus": 0.5}],
     ("buffer", "rollout"): [{"epochs": 2, "minibatch_size": 16}],
     ("buffer", "replay"): [
         {"capacity": 256, "batch_size": 8, "learning_starts": 64, "replay_ratio": 0.25},
@@ -140,7 +142,9 @@ def builtins() -> list[tuple[str, str, dict]]:
 @pytest.mark.parametrize(
     ("kind", "name", "kwargs"), builtins(), ids=lambda v: str(v) if not isinstance(v, dict) else ""
 )
-def test_every_builtin_entry_passes_the_kit(kind, name, kwargs):
+def test_every_builtin_entry_passes_the_kit(kind, name, kwargs, request):
+    if (kind, name) == ("collector", "ray"):
+        request.getfixturevalue("local_ray")  # one Ray instance for the kit's six collectors
     CHECKS[kind](name, kwargs, **KIT_ARGS.get((kind, name), {}))
 
 
