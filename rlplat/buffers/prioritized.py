@@ -32,8 +32,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     A :class:`rlplat.buffers.replay.ReplayBuffer` (the same storage, windows, frame stacks
     and update credit) whose samples are drawn from a sum-tree over the storage positions
-    (``row * B + env``),
-    stratified (one draw in each of N equal slices of the priority mass), and carry
+    (``row * B + env``), stratified (one draw in each of N equal slices of the priority mass), and carry
     ``index`` (``[N]`` int64 storage positions; ``[N, L]`` in windows, the priority going to
     the window's first step) and ``weight`` (``[N]`` float32 importance weights in (0, 1];
     ``[N, L]`` in windows, the same along L). A window (``sequence_length`` > 1), or a step
@@ -43,8 +42,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     Args:
         rollout_shape: ``(T, B)`` of the collector's rollouts (supplied by rlplat).
-        capacity, batch_size, learning_starts, replay_ratio, sequence_length, frame_stack,
-            storage, directory: As :class:`ReplayBuffer`'s.
+        capacity: As :class:`ReplayBuffer`'s, and so are ``batch_size``, ``learning_starts``,
+            ``replay_ratio``, ``sequence_length``, ``frame_stack``, ``storage`` and ``directory``.
         alpha: Priority exponent: ``p = (|delta| + eps)^alpha``; 0 samples uniformly.
         beta: Importance-sampling exponent at frame 0, in [0, 1]; 1 corrects fully.
         beta_frames: Frames over which beta rises linearly to 1.

@@ -6,7 +6,7 @@ the learner; the learner takes them in the order they arrive, one ``[T, B]`` rol
 worker) per iteration, and sends its weights to the workers every ``sync_every`` rollouts it
 learned from. A worker loads the newest weights it was sent before each rollout, so a rollout
 was collected with weights some updates older than the learner's: each step carries the
-version it was collected with (:data:`rlplat.keys.POLICY_VERSION`) and the collector logs the
+version it was collected with (``policy_version`` (:mod:`rlplat.keys`)) and the collector logs the
 lag (``collector/policy_lag``). On-policy losses refuse it unless they correct for the lag
 (``algo=impala``, V-trace: Espeholt et al. 2018); off-policy losses replay older data anyway.
 
@@ -59,7 +59,7 @@ class AsyncCollector:
     Implements :class:`rlplat.collectors.base.Collector` and
     :class:`rlplat.collectors.base.ReportingCollector`. Each yielded rollout is one worker's
     ``[T, B]`` = ``[steps_per_env, num_envs]`` (keys of the synchronous collector, plus
-    :data:`rlplat.keys.POLICY_VERSION`), on ``device``; ``num_workers * num_envs`` envs step
+    ``policy_version`` (:mod:`rlplat.keys`)), on ``device``; ``num_workers * num_envs`` envs step
     at once. Not reproducible bit for bit: the order in which rollouts arrive depends on timing.
 
     Args:

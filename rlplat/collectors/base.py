@@ -224,7 +224,7 @@ class CollectorFactory(Protocol):
       load the learner's ``state_dict()`` (it must be a ``torch.nn.Module``): rlplat then passes
       the loss's own policy (no accelerated acting path, whose arrays stay in this process).
     * ``asynchronous`` (default False): rollouts come from weights older than the learner's
-      (each step's :data:`rlplat.keys.POLICY_VERSION` says which): an on-policy loss refuses
+      (each step's ``policy_version`` (:mod:`rlplat.keys`) says which): an on-policy loss refuses
       such a collector unless its class sets ``corrects_policy_lag = True`` (V-trace).
 
     Raises:

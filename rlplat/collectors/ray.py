@@ -40,7 +40,7 @@ class RayCollector:
 
     Implements :class:`rlplat.collectors.base.Collector`. With ``E = num_envs / num_workers``,
     worker w's envs are columns ``w * E`` to ``(w + 1) * E - 1`` of each rollout; keys as the synchronous
-    collector's (plus :data:`rlplat.keys.POLICY_VERSION`, always the learner's: no lag).
+    collector's (plus ``policy_version`` (:mod:`rlplat.keys`), always the learner's: no lag).
 
     Args:
         make_env: Factory for the training envs (supplied by rlplat; sent to the actors).

@@ -56,7 +56,7 @@ class WorkerResult:
 
     Attributes:
         rollout: ``rollout.to_dict()`` of a ``[T, B]`` rollout (nested dicts of tensors), with
-            :data:`rlplat.keys.POLICY_VERSION`.
+            ``policy_version`` (:mod:`rlplat.keys`).
         batch_size: ``[T, B]``.
         version: The version of the weights it acted with.
         episodes: The episodes its envs finished during the rollout.

@@ -163,7 +163,7 @@ def _build(
     spaces = probe.observation_space, probe.action_space
     probe.close()
     action_space = spaces[1]
-    make_env = KitEnvs(env_entry, env_kwargs)
+    make_env = _KitEnvs(env_entry, env_kwargs)
     requested = make_env.requested
     with collector_entry.running("the constructor"):
         collector = collector_entry.build(
@@ -177,7 +177,7 @@ def _build(
     return collector, requested, spaces
 
 
-class KitEnvs:
+class _KitEnvs:
     """The kit's :class:`rlplat.collectors.base.EnvMaker`: :class:`rlplat.envs.vector.VectorEnv`
     over the env entry, no transforms; records the ``num_envs`` asked of it in this process
     (a collector that makes its envs in worker processes asks there)."""
@@ -263,7 +263,8 @@ def _rollout_shape(collector_entry: Subject, collector: Any, num_envs: int | Non
     )
     shape = (shape[0], shape[1])
     collector_entry.expect(
-        num_envs is None or shape[1] == num_envs, f"rollout_shape={shape}, but it asked make_env for {num_envs} envs (B)"
+        num_envs is None or shape[1] == num_envs,
+        f"rollout_shape={shape}, but it asked make_env for {num_envs} envs (B)",
     )
     collector_entry.expect(
         per_batch == shape[0] * shape[1], f"frames_per_batch={per_batch!r}; must be T * B for rollout_shape={shape}"
