@@ -21,7 +21,7 @@ MISMATCHES = [
     (
         ["algo=dqn", "env=cartpole", "buffer=rollout"],
         "buffer='rollout' does not fit loss 'dqn': the loss is off-policy and learns from replayed data. "
-        "Buffers that fit: replay.",
+        "Buffers that fit: prioritized, replay.",
     ),
     (
         ["algo=ppo", "env=cartpole", "collector=async"],

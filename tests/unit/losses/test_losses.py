@@ -205,7 +205,7 @@ def test_linear_schedule():
         ("ppo_kl", [], {keys.ACTION_LOG_PROB}),
         ("a2c", [], set()),
         ("reinforce", [], set()),
-        ("impala", [], set()),
+        ("impala", ["collector=sync"], set()),  # its preset's workers would not show the rollout here
     ],
 )
 def test_on_policy_minibatches_hold_the_keys_the_loss_reads_and_it_learns_from_them(tmp_path, algo, overrides, extra):
