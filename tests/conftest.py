@@ -91,6 +91,11 @@ EXTRA_ENVS = (
 """Env presets of the minigrid and mujoco extras: every algo on them runs in the slow suite
 (tests/integration/test_mujoco.py, test_minigrid_cli.py); the default suite builds them."""
 
+BENCHMARK_ENVS = ("costly_cartpole",)
+"""Env presets that differ from another only in what a step costs (CartPole with 1 ms of CPU
+per step, for the collector benchmarks): the default suite builds every algo on them and runs
+the collectors guide's commands on them, not every algo end to end."""
+
 
 def tiny(algo: str) -> list[str]:
     """The tiny-budget overrides for ``algo``."""

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import EXTRA_ENVS, FRAME_ENVS, TINY, TINY_OFF_POLICY, cli
+from conftest import BENCHMARK_ENVS, EXTRA_ENVS, FRAME_ENVS, TINY, TINY_OFF_POLICY, cli
 from mlflow import MlflowClient
 
 
@@ -138,14 +138,14 @@ def test_plugin_env_is_selectable_and_a_crash_ends_the_run_failed(tmp_path, stor
 
 def compatible_pairs():
     """Every algo preset with every env preset whose action space it can act in (the env
-    presets of extras in the slow suite: see EXTRA_ENVS)."""
+    presets of extras in the slow suite: see EXTRA_ENVS; not the benchmarks' BENCHMARK_ENVS)."""
     from rlplat.build import action_spaces
     from rlplat.envs.probe import build_env
     from rlplat.hydra_ext import compose_config, yaml_options
     from rlplat.registry import LOSSES
 
     pairs = []
-    for env in sorted(set(yaml_options("env")) - set(EXTRA_ENVS)):
+    for env in sorted(set(yaml_options("env")) - set(EXTRA_ENVS) - set(BENCHMARK_ENVS)):
         space = build_env(dict(compose_config([f"env={env}"]).env)).action_space
         for algo in sorted(yaml_options("algo")):
             loss = LOSSES.get(compose_config([f"algo={algo}"]).loss.name)

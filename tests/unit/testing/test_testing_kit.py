@@ -103,7 +103,13 @@ def minigrid_mission() -> gymnasium.Env:
     return make_minigrid("MiniGrid-DoorKey-5x5-v0")
 
 
+ONE_ENV = {"envs": (("gym", {"id": "CartPole-v1", "max_episode_steps": 10}),)}
+"""The kit's envs cut to one for the collectors that start worker processes (or Ray actors)
+for each of its checks: a Box env adds nothing their workers do differently."""
+
 KIT_ARGS = {
+    ("collector", "async"): ONE_ENV,
+    ("collector", "ray"): ONE_ENV,
     ("network", "cnn"): {"observation_space": gymnasium.spaces.Box(0, 255, (2, 36, 36), np.uint8)},
     ("loss_addon", "kl_to_reference"): {"zero_at_reference": True},
     **{
