@@ -65,7 +65,9 @@ def test_on_its_asynchronous_collector_a_run_logs_the_lag_stops_on_ctrl_c_and_re
     assert run.info.status == "FINISHED" and run.data.params["collector.name"] == "async"
     assert run.data.params["collector.num_workers"] == "2"
     lags = client.get_metric_history(run.info.run_id, "collector/policy_lag")
-    assert lags and all(0 <= m.value <= 8 for m in lags)  # rollouts learned from since the weights were sent
+    # rollouts learned from since the weights were sent: never negative, and with two workers
+    # the learner takes one's rollouts while the other collects (unbounded: it grows with the load)
+    assert lags and all(m.value >= 0 for m in lags) and max(m.value for m in lags) > 0
     assert max(m.step for m in lags) == 4000
     evaluations = client.get_metric_history(run.info.run_id, "eval/return_mean")
     assert evaluations[-1].step == 4000
