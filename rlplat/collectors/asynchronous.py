@@ -39,13 +39,13 @@ from rlplat.collectors.workers import (
     RolloutWorker,
     WorkerResult,
     add_counted,
+    check_counts,
     cpu_copy,
     load_transforms,
     policy_module,
     policy_sync,
 )
 from rlplat.envs.base import Episode, sigint_ignored
-from rlplat.registry import ConfigError
 
 POLL_SECONDS = 1.0
 """How often the learner, waiting for a rollout, checks that every worker is alive."""
@@ -101,14 +101,7 @@ class AsyncCollector:
         vectorization: str = "sync",
         sync_every: int = 1,
     ) -> None:
-        for key, value in (
-            ("num_workers", num_workers),
-            ("num_envs", num_envs),
-            ("steps_per_env", steps_per_env),
-            ("sync_every", sync_every),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"collector.{key}={value!r}: must be an integer >= 1")
+        check_counts(num_workers=num_workers, num_envs=num_envs, steps_per_env=steps_per_env, sync_every=sync_every)
         self.policy = policy_module(policy, "async")
         self.make_env, self.total_frames, self.device, self.seed = make_env, int(total_frames), device, seed
         self.worker_options: dict[str, Any] = {
@@ -247,7 +240,8 @@ def _work(payload: bytes, options: dict[str, Any], index: int, inbox: Any, resul
         if not stop.is_set():
             results.put((index, traceback.format_exc()))
     finally:
-        results.cancel_join_thread()  # exit without waiting for the learner to read what is left
+        if stop.is_set():  # exit without waiting for the learner to read what is left (a failure's traceback it reads)
+            results.cancel_join_thread()
         if worker is not None:
             worker.close()
         sys.stdout.flush()

@@ -26,6 +26,7 @@ from rlplat.collectors.base import EnvMaker, Policy
 from rlplat.collectors.workers import (
     RolloutWorker,
     add_counted,
+    check_counts,
     cpu_copy,
     load_transforms,
     policy_module,
@@ -81,9 +82,7 @@ class RayCollector:
         address: str | None = None,
         num_cpus: float = 1,
     ) -> None:
-        for key, value in (("num_workers", num_workers), ("num_envs", num_envs), ("steps_per_env", steps_per_env)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"collector.{key}={value!r}: must be an integer >= 1")
+        check_counts(num_workers=num_workers, num_envs=num_envs, steps_per_env=steps_per_env)
         if num_envs % num_workers:
             raise ConfigError(
                 f"collector.num_envs={num_envs}: the envs of each rollout are split evenly over "

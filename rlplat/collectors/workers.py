@@ -76,6 +76,17 @@ class WorkerResult:
         return TensorDict(self.rollout, batch_size=list(self.batch_size))
 
 
+def check_counts(**counts: Any) -> None:
+    """Each ``collector.<key>=<value>`` count an integer >= 1.
+
+    Raises:
+        ConfigError: naming the first key that is not.
+    """
+    for key, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"collector.{key}={value!r}: must be an integer >= 1")
+
+
 def policy_module(policy: Policy, collector: str) -> nn.Module:
     """``policy`` as the ``torch.nn.Module`` whose ``state_dict`` workers load.
 

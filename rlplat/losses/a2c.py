@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import gymnasium
 from tensordict import TensorDict
-from torch.nn import functional as F
 
-from rlplat import keys
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
 
@@ -68,17 +66,4 @@ class A2CLoss(ActorCriticLoss):
         """``[N]`` batch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``,
         ``loss_critic``, ``loss_entropy``; diagnostics ``entropy``, ``explained_variance``,
         ``value_mean``."""
-        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
-        pg_loss = -(log_prob * advantage).mean()
-        v_loss = F.mse_loss(value, batch[keys.VALUE_TARGET])
-        loss_entropy, entropy = self.entropy_terms(entropy)
-        return TensorDict(
-            {
-                "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": loss_entropy,
-                "entropy": entropy,
-                **self.rollout_diagnostics,
-            },
-            batch_size=[],
-        )
+        return self.policy_gradient_terms(batch, value_scale=1.0)

@@ -9,6 +9,7 @@ import gymnasium
 import torch
 from tensordict import NestedKey, TensorDict
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.hooks import RemovableHandle
 
 from rlplat import keys
@@ -231,6 +232,32 @@ class ActorCriticLoss(nn.Module):
         """A minibatch's ``[N]`` advantages, normalised when ``normalize_advantage``."""
         advantage = batch[keys.ADVANTAGE].squeeze(-1)
         return normalize(advantage) if self.normalize_advantage else advantage
+
+    def policy_gradient_terms(self, batch: TensorDict, value_scale: float) -> TensorDict:
+        """The loss output of a vanilla policy gradient with a regressed value (A2C, REINFORCE,
+        IMPALA): ``loss_objective = -mean(log pi(a|s) * A)``, ``loss_critic = value_coef *
+        value_scale * mean((V(s) - value_target)^2)``, ``loss_entropy``; diagnostics ``entropy``
+        and the rollout's (``rollout_diagnostics``).
+
+        Args:
+            batch: ``[N]`` minibatch (``[N, P]`` sequences for a recurrent agent) with
+                ``advantage`` and ``value_target``.
+            value_scale: The loss's own factor of the squared error (0.5 for a half MSE).
+        """
+        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
+        pg_loss = -(log_prob * advantage).mean()
+        v_loss = value_scale * F.mse_loss(value, batch[keys.VALUE_TARGET])
+        loss_entropy, entropy = self.entropy_terms(entropy)
+        return TensorDict(
+            {
+                "loss_objective": pg_loss,
+                "loss_critic": self.value_coef * v_loss,
+                "loss_entropy": loss_entropy,
+                "entropy": entropy,
+                **self.rollout_diagnostics,
+            },
+            batch_size=[],
+        )
 
     def entropy_terms(self, entropy: Tensor) -> tuple[Tensor, Tensor]:
         """``[N]`` entropies -> ``loss_entropy = -c_e * mean(H)`` (0-dim) and the mean entropy,

@@ -8,7 +8,6 @@ import gymnasium
 import torch
 from tensordict import TensorDict
 from torch import Tensor
-from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import vtrace
@@ -147,17 +146,4 @@ class ImpalaLoss(ActorCriticLoss):
         """``[N]`` batch -> ``loss_objective`` (the policy gradient), ``loss_critic`` (the value
         loss), ``loss_entropy``; diagnostics ``entropy`` and the rollout's ``rho_mean``,
         ``rho_clip_fraction``, ``explained_variance``, ``value_mean``."""
-        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [N] each, value [N, 1]
-        pg_loss = -(advantage * log_prob).mean()  # the advantage carries rho_s
-        v_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])  # mean (V(x_s) - v_s)^2 / 2
-        loss_entropy, entropy = self.entropy_terms(entropy)
-        return TensorDict(
-            {
-                "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": loss_entropy,
-                "entropy": entropy,
-                **self.rollout_diagnostics,
-            },
-            batch_size=[],
-        )
+        return self.policy_gradient_terms(batch, value_scale=0.5)

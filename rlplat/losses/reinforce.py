@@ -6,7 +6,6 @@ from __future__ import annotations
 import gymnasium
 import torch
 from tensordict import TensorDict
-from torch.nn import functional as F
 
 from rlplat import keys
 from rlplat.functional import td_lambda_return
@@ -88,17 +87,4 @@ class ReinforceLoss(ActorCriticLoss):
         """``[N]`` batch (``[N, P]`` sequences for a recurrent agent) -> ``loss_objective``,
         ``loss_critic``, ``loss_entropy``; diagnostics ``entropy``, ``explained_variance``,
         ``value_mean``."""
-        batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
-        pg_loss = -(log_prob * advantage).mean()
-        baseline_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])
-        loss_entropy, entropy = self.entropy_terms(entropy)
-        return TensorDict(
-            {
-                "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * baseline_loss,
-                "loss_entropy": loss_entropy,
-                "entropy": entropy,
-                **self.rollout_diagnostics,
-            },
-            batch_size=[],
-        )
+        return self.policy_gradient_terms(batch, value_scale=0.5)
