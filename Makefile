@@ -84,9 +84,10 @@ test-compat:  ## the unit tests and one training run with the oldest and the new
 ui: $(STAMP)  ## serve the MLflow UI on the default store at http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/outputs/mlflow.db --host 127.0.0.1 --port 5000
 
-bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input; replay sampling at 1M; frames/s per collector (medians)
+bench: $(STAMP)  ## speed of the hot loop: collection, updates, whole loop; seconds to report each bad input; seconds an absent or hung tracking server holds a run up; replay sampling at 1M; frames/s per collector (medians)
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/bad_input.py
+	$(BIN)/python benchmarks/tracking_timeouts.py
 	$(BIN)/python benchmarks/replay_speed.py
 	$(BIN)/python benchmarks/collectors.py
 

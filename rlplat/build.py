@@ -30,7 +30,7 @@ from typing import Any, Protocol, cast
 import gymnasium
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
 from rlplat.accel import Acceleration
@@ -41,6 +41,7 @@ from rlplat.collectors.base import Collector
 from rlplat.envs.base import check_observation_space
 from rlplat.envs.pool import EnvPoolTask
 from rlplat.envs.probe import (  # the env probe rlplat-train's pre-check runs too
+    EnvSpec,
     check_renderable,
     entry_node,
     env_backend,
@@ -51,7 +52,7 @@ from rlplat.loggers import check_loggers
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.losses.addons import PolicyLoader, build_addons
 from rlplat.losses.addons.base import addon_names
-from rlplat.losses.base import Loss
+from rlplat.losses.base import Loss, declared, undeclared_reason
 from rlplat.networks.actor_critic import ActorCritic
 from rlplat.networks.base import CORE_KEYS, ConfiguredNetwork, CoreSpec, NetworkFactory, split_core
 from rlplat.optim import Optimizers, make_optimizers
@@ -66,8 +67,9 @@ from rlplat.registry import (
     PluginError,
     closest,
 )
-from rlplat.settings import CheckpointConfig, TrackingConfig, TrainerConfig, check_seed
+from rlplat.settings import CheckpointConfig, TrainerConfig, check_seed, resolve_config
 from rlplat.tracking.locate import Located, locate
+from rlplat.tracking.settings import TrackingConfig
 from rlplat.trainer import Gradients, Parts
 from rlplat.transforms.base import EnvTransform, Transform, TransformLike
 
@@ -93,8 +95,10 @@ class Build:
         trainer: The ``trainer`` settings.
         checkpoint: The ``checkpoint`` settings.
         tracking: The ``tracking`` settings (no run exists yet).
-        config: The resolved config as plain containers.
+        config: The resolved config as plain containers (what is logged and checkpointed).
         acceleration: Which accelerated paths the run takes, and why (one line for the console).
+        env: The ``env`` node, read once (what the commands show and record of the env).
+        seed: The run's seed.
     """
 
     parts: Parts
@@ -103,40 +107,42 @@ class Build:
     tracking: TrackingConfig
     config: Mapping[str, Any]
     acceleration: str
+    env: EnvSpec
+    seed: int
 
 
-def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
+def build(cfg: DictConfig, warn: Warn = warn_on_stderr, probe: gymnasium.Env | None = None) -> Build:
     """Build every part from the composed config, checking each constraint between them.
 
-    Seeds Python, numpy and torch with ``seed`` and sets torch's CPU threads first, so that
-    networks are initialised reproducibly; chooses the accelerated paths (:mod:`rlplat.accel`).
+    Seeds Python, numpy and torch and sets torch's CPU threads first (networks initialised
+    reproducibly); chooses the accelerated paths (:mod:`rlplat.accel`).
 
     Args:
         cfg: The composed rlplat config (conf/config.yaml and its groups).
         warn: Called with a one-line warning when an accelerated path disagrees with its
             definition (it then gives way to it).
+        probe: The open env :func:`rlplat.hydra_ext.validate.check_config` built from the
+            same ``env`` node, read instead of another (and closed); None: one is built.
 
     Returns:
         The frozen :class:`Build`; call ``build.parts.close()`` when done.
 
     Raises:
-        ConfigError: for any invalid value or mismatch, naming the keys, the values and what
-            is valid; nothing is running or written then.
+        ConfigError: for any invalid value or mismatch, naming the keys, values and what is valid.
         PluginError: for a plugin entry that fails to load or breaks its protocol.
     """
-    config = resolve(cfg)
-    trainer = TrainerConfig.from_node(config["trainer"])
-    tracking = TrackingConfig.from_node(config["tracking"])
-    config["tracking"]["uri"] = tracking.uri  # a relative sqlite path made absolute: the checkpoint's config resumes it
-    check_loggers(tracking.also)
-    checkpoint = CheckpointConfig.from_node(config["checkpoint"])
-    seed = check_seed(config["seed"])
+    try:
+        config, trainer, checkpoint, tracking, seed = read_settings(cfg)
+    except BaseException:
+        if probe is not None:
+            probe.close()
+        raise
     set_threads(trainer.num_threads)
     device = resolve_device(trainer.device)
     seed_everything(seed)
 
     env_node = config["env"]
-    transforms, observation_space, action_space = build_transforms(config["transforms"], env_node, seed)
+    transforms, observation_space, action_space = build_transforms(config["transforms"], env_node, seed, probe)
     load_policy = PolicyFromRun(tracking.uri, transforms, observation_space, action_space, device, warn)
     loss = build_loss(config, observation_space, action_space, load_policy).to(device)
     check_buffer_kind(config, loss)
@@ -164,7 +170,23 @@ def build(cfg: DictConfig, warn: Warn = warn_on_stderr) -> Build:
         collector.close()
         raise
     parts = Parts(loss, policy, gradients, collector, buffer, optimizers, eval_env, transforms, device, seed, config)
-    return Build(parts, trainer, checkpoint, tracking, config, acceleration.summary)
+    return Build(parts, trainer, checkpoint, tracking, config, acceleration.summary, EnvSpec.from_node(env_node), seed)
+
+
+def read_settings(cfg: DictConfig) -> tuple[dict[str, Any], TrainerConfig, CheckpointConfig, TrackingConfig, int]:
+    """The resolved config and the run's own settings: ``trainer``, ``checkpoint``,
+    ``tracking`` (a relative sqlite path made absolute in the config too, so that a resume
+    from its checkpoint finds the store) and ``seed``.
+
+    Raises:
+        ConfigError: for a bad setting, or a logger of ``tracking.also`` that is not installed.
+    """
+    config = resolve_config(cfg)
+    trainer = TrainerConfig.from_node(config["trainer"])
+    tracking = TrackingConfig.from_node(config["tracking"])
+    config["tracking"]["uri"] = tracking.uri
+    check_loggers(tracking.also)
+    return config, trainer, CheckpointConfig.from_node(config["checkpoint"]), tracking, check_seed(config["seed"])
 
 
 def set_threads(num_threads: int) -> None:
@@ -214,21 +236,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def resolve(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain containers with interpolations resolved.
-
-    Raises:
-        ConfigError: when an interpolation cannot be resolved (names the key).
-    """
-    try:
-        config = OmegaConf.to_container(cfg, resolve=True)
-    except Exception as error:  # omegaconf's InterpolationResolutionError and kin
-        raise ConfigError(f"the config does not resolve: {error}") from error
-    assert isinstance(config, dict), "a DictConfig resolves to a dict"
-    config.pop("hydra", None)
-    return cast(dict[str, Any], config)  # a composed config's keys are strings
-
-
 def resolve_device(name: str) -> torch.device:
     """``cpu``, ``cuda`` or ``auto`` -> a torch device.
 
@@ -260,7 +267,7 @@ def env_render_mode(transforms: Sequence[Any]) -> str | None:
 
 
 def build_transforms(
-    node: Mapping[str, Any], env_node: Mapping[str, Any], seed: int = 0
+    node: Mapping[str, Any], env_node: Mapping[str, Any], seed: int = 0, probe: gymnasium.Env | None = None
 ) -> tuple[tuple[Transform, ...], gymnasium.Space, gymnasium.Space]:
     """The ``transforms`` node (name -> kwargs, in order) -> the transforms, and the single
     env's observation and action spaces once they apply; a name set to null is left out (a
@@ -269,7 +276,9 @@ def build_transforms(
     One probe env is built from ``env_node``: each env transform
     (:class:`rlplat.transforms.base.EnvTransform`) is built with the observation space of its
     input and wraps the probe in turn; the transforms over the batch are then built with the
-    space after all of them, and fitted on the probe (:meth:`Transform.fit`).
+    space after all of them, and fitted on the probe (:meth:`Transform.fit`). A ``probe``
+    given (built from ``env_node`` already) is that env, unless an env transform needs a render
+    mode; it is closed either way.
 
     Returns:
         ``(transforms in the node's order, observation space, action space)``.
@@ -280,20 +289,19 @@ def build_transforms(
             input; an env that cannot render for ``from_pixels``; an observation entry no
             tensor holds (text not tokenised); or as :func:`rlplat.envs.probe.probe_env`.
     """
-    names = TRANSFORMS.names()
-    for name in node:
-        if name not in names:
-            suggestion = closest(name, names)
-            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
-            raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {', '.join(names)}.{hint}")
-    chosen = [(name, kwargs) for name, kwargs in node.items() if kwargs is not None]
-    wraps = {name: _wraps_env(name) for name, _ in chosen}
-    renders = [name for name, _ in chosen if wraps[name] and _render_mode(name) is not None]
-    probe_node = dict(env_node)
-    if renders:
-        check_renderable(env_node, f"render pixels for transforms.{renders[0]}")
-        probe_node["render_mode"] = _render_mode(renders[0])
-    probe = probe_env(probe_node)  # the one env a run builds to read the spaces
+    given = probe
+    try:
+        chosen, wraps = _chosen_transforms(node)
+        renders = [name for name, _ in chosen if wraps[name] and _render_mode(name) is not None]
+        probe_node = dict(env_node)
+        if renders:
+            check_renderable(env_node, f"render pixels for transforms.{renders[0]}")
+            probe_node["render_mode"] = _render_mode(renders[0])
+            probe = None  # the given one was built without the render mode the transforms need
+        probe = probe if probe is not None else probe_env(probe_node)  # the run's one probe env
+    finally:
+        if given is not None and given is not probe:
+            given.close()
     built: dict[str, Transform] = {}
     try:
         for name, kwargs in chosen:
@@ -313,6 +321,22 @@ def build_transforms(
     finally:
         probe.close()
     return tuple(built[name] for name, _ in chosen), observation_space, action_space
+
+
+def _chosen_transforms(node: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], dict[str, bool]]:
+    """The transforms the node keeps (not null), in order, and whether each wraps the env.
+
+    Raises:
+        ConfigError: for a name no transform is registered as, listing those that are.
+    """
+    names = TRANSFORMS.names()
+    for name in node:
+        if name not in names:
+            suggestion = closest(name, names)
+            hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+            raise ConfigError(f"transforms.{name}: no transform is named {name!r}. Valid: {', '.join(names)}.{hint}")
+    chosen = [(name, kwargs) for name, kwargs in node.items() if kwargs is not None]
+    return chosen, {name: _wraps_env(name) for name, _ in chosen}
 
 
 def _wraps_env(name: str) -> bool:
@@ -373,10 +397,14 @@ def build_loss(
     Raises:
         ConfigError: when the loss cannot act in the env (names both and the losses that can);
             for ``loss.addons`` the loss does not take, or that are unknown or misconfigured.
+        PluginError: for a loss that defines an optional member without subclassing
+            :class:`rlplat.losses.base.LossModule` (:func:`check_declared`).
     """
     node = dict(config["loss"])
     addons = node.pop("addons", None)
-    check_action_space(config["loss"].get("name"), action_space, config["env"], observation_space)
+    loss_name = config["loss"].get("name")
+    check_declared(loss_name, LOSSES.get(loss_name, key="loss.name"))  # before its class attributes are read
+    check_action_space(loss_name, action_space, config["env"], observation_space)
     names = addon_names(addons)
     takes_addons = _takes_addons(node["name"])
     if names and not takes_addons:
@@ -394,6 +422,7 @@ def build_loss(
     factory: NetworkFactory = ConfiguredNetwork(torso, observation_space, core)
     also_valid = ("addons",) if takes_addons else ()
     loss = LOSSES.build("loss", node, observation_space, action_space, factory, protocol=Loss, also_valid=also_valid)
+    check_declared(node["name"], loss)
     if names:
         actor_critic = cast(ActorCriticLoss, loss)
         actor_critic.check_addons(names)  # before loading anything
@@ -599,19 +628,33 @@ def _names(transforms: Sequence[TransformLike]) -> str:
     return ", ".join(type(t).__name__ for t in transforms) or "none"
 
 
+def check_declared(loss_name: str, loss: object) -> None:
+    """A loss entry's class, or the loss it built, that defines an optional member of
+    :class:`rlplat.losses.base.LossModule` (``in_keys``, ``delayed_groups`` ...) subclasses
+    it: rlplat reads those members from a ``LossModule`` only, so one defined elsewhere would
+    be ignored.
+
+    Raises:
+        PluginError: naming the loss, the members and the base class to subclass.
+    """
+    reason = undeclared_reason(loss)
+    if reason is not None:
+        raise PluginError(f"loss {loss_name!r}: {reason}")
+
+
 def check_recurrent_core(loss_name: str, core: CoreSpec) -> None:
     """A recurrent core goes only to a loss that puts one after its torsos (class attribute
-    ``recurrent_cores``), never ignored.
+    :attr:`rlplat.losses.base.LossModule.recurrent_cores`), never ignored.
 
     Raises:
         ConfigError: naming ``network.core`` and the losses that take one.
     """
-    if getattr(LOSSES.get(loss_name, key="loss.name"), "recurrent_cores", False):
+    if declared(LOSSES.get(loss_name, key="loss.name")).recurrent_cores:
         return
     able = []
     for name in LOSSES.names():
         try:
-            if getattr(LOSSES.get(name), "recurrent_cores", False):
+            if declared(LOSSES.get(name)).recurrent_cores:
                 able.append(name)
         except PluginError:  # a broken plugin must not hide this message
             continue
@@ -647,9 +690,9 @@ def check_compilable(loss: Loss, name: str) -> None:
 
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:
-    """The action-space types a loss can act in: its ``action_spaces`` attribute, or Box and
-    Discrete for a loss that declares none."""
-    return getattr(loss_cls, "action_spaces", (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+    """The action-space types a loss entry can act in: its class attribute
+    :attr:`rlplat.losses.base.LossModule.action_spaces` (by default Box and Discrete)."""
+    return declared(loss_cls).action_spaces
 
 
 def check_action_space(
@@ -706,13 +749,14 @@ def check_buffer_kind(config: Mapping[str, Any], loss: Loss) -> None:
 
 def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
     """The buffer's samples have the length the loss needs (n-step returns need windows); a
-    recurrent loss (``recurrent`` true) takes the rollout's sequences of any length of at
-    least 2 (``buffer.sequence_length``).
+    recurrent loss (:attr:`rlplat.losses.base.LossModule.recurrent` true) takes the rollout's
+    sequences of any length of at least 2 (``buffer.sequence_length``).
 
     Raises:
         ConfigError: naming the key to set and its value.
     """
-    if getattr(loss, "recurrent", False):
+    members = declared(loss)
+    if members.recurrent:
         if buffer.sequence_length < 2 or not buffer.on_policy:
             raise ConfigError(
                 f"buffer.sequence_length={buffer.sequence_length}: a recurrent core (network.core="
@@ -720,7 +764,7 @@ def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer)
                 "buffer.sequence_length to the steps back-propagated through (truncated BPTT), e.g. 8"
             )
         return
-    if getattr(loss, "recurrent_cores", False) and loss.sequence_length == 1 and buffer.sequence_length > 1:
+    if members.recurrent_cores and loss.sequence_length == 1 and buffer.sequence_length > 1:
         raise ConfigError(
             f"buffer.sequence_length={buffer.sequence_length}: sequences are for a recurrent core, and loss "
             f"{config['loss']['name']!r} has none (network.core=null); set network.core=lstm or gru, or "
@@ -742,14 +786,14 @@ def _from_n_step(config: Mapping[str, Any], loss: Loss) -> str:
 def check_policy_lag(config: Mapping[str, Any], loss: Loss, collector_entry: Any) -> None:
     """An on-policy loss learns from the actions of the policy it updates: a collector whose
     rollouts come from older weights (``asynchronous``) is refused unless the loss corrects
-    for the lag (``corrects_policy_lag``: V-trace).
+    for the lag (:attr:`rlplat.losses.base.LossModule.corrects_policy_lag`: V-trace).
 
     Raises:
         ConfigError: naming the collector, the loss and what fits.
     """
     if not getattr(collector_entry, "asynchronous", False) or not loss.on_policy:
         return
-    if getattr(loss, "corrects_policy_lag", False):
+    if declared(loss).corrects_policy_lag:
         return
     name = config["collector"]["name"]
     raise ConfigError(
@@ -792,7 +836,7 @@ def build_optimizers(config: Mapping[str, Any], loss: Loss, acceleration: Accele
             f"loss {config['loss']['name']!r}: {missing} trainable parameters are in "
             f"none of its param_groups ({', '.join(groups)})"
         )
-    delayed = tuple(getattr(loss, "delayed_groups", ()))
+    delayed = tuple(declared(loss).delayed_groups)
     unknown = [g for g in delayed if g not in groups]
     if unknown:
         raise PluginError(

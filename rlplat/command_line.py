@@ -31,44 +31,15 @@ def is_resume(args: Sequence[str]) -> bool:
     return any(arg.startswith("resume=") for arg in args)
 
 
-def starts_one_run(args: Sequence[str]) -> bool:
-    """Whether the command line starts one new run in this process: not a multirun, not a
-    command that only prints, not a resume."""
-    return not (is_multirun(args) or prints_only(args) or is_resume(args))
-
-
 def collect_after_start_up() -> None:
-    """Pause Python's cyclic garbage collector until :func:`start_up_done`.
+    """Pause Python's cyclic garbage collector until the start-up is over.
 
     Importing torch, Hydra and MLflow creates some 500k objects; the collector's thresholds
     make it walk all of them about five times during the imports (~0.4 s of a command's
     start-up here), finding next to nothing to free. ``rlplat-train`` calls this first when
-    it starts a run; the run calls :func:`start_up_done` when training starts.
+    it starts a run; training starts it again (:meth:`rlplat.signals.Life.start_up_done`).
     """
     gc.disable()
-
-
-_start_up_over = False
-
-STOPPED_IN_START_UP = "rlplat-train: stopped by SIGINT during start-up, before training: nothing recorded"
-"""What a run stopped by Ctrl-C before training (:func:`in_start_up`) prints."""
-
-
-def start_up_done() -> None:
-    """Mark the start-up over (training starts, or a sweep starts recording its parent run):
-    exempt the objects alive now (modules, config, built parts) from every later collection
-    (``gc.freeze``) and let the collector run again, for what the command creates from now on."""
-    global _start_up_over
-    _start_up_over = True
-    gc.freeze()
-    gc.enable()
-
-
-def in_start_up() -> bool:
-    """Whether this process has not yet started training, nor a sweep's recording
-    (:func:`start_up_done`): a signal now stops a command that has recorded nothing (a run's
-    MLflow run begins with training, a sweep's parent run before its first job)."""
-    return not _start_up_over
 
 
 @contextlib.contextmanager

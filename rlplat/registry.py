@@ -17,12 +17,20 @@ What an entry must build is a ``typing.Protocol`` in its package's ``base.py``
 (``rlplat.losses.base.Loss``, ...); :func:`check_conforms` (or ``Registry.build(...,
 protocol=...)``) checks a built object against one and names every missing member. This
 module only receives protocols as arguments: it imports no component package (nor torch).
+
+It also holds the words of bad configuration: :class:`ConfigError`, and the range checks
+(:func:`check_in_range`, :func:`check_at_least`, :func:`check_positive`,
+:func:`check_non_negative`, :func:`check_minibatch_size`) that the constructors and the
+pre-torch pass (:func:`rlplat.hydra_ext.validate.check_ranges`) both call, so that each
+rule's message is written once.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import math
+import numbers
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +92,163 @@ def preset_node(group: str, name: str) -> dict[str, Any] | None:
 
 class ConfigError(ValueError):
     """Bad user configuration: the message names the config key, the value and what is valid."""
+
+
+class RangeError(ConfigError):
+    """A config value outside its range, ``key=value: rule``, raised by the ``check_*``
+    functions below: the one wording of each rule, whichever of a constructor or the
+    pre-torch pass (:func:`rlplat.hydra_ext.validate.check_ranges`) reports it.
+
+    Attributes:
+        key: The config key as given to the check (``"loss.gamma"``).
+        value: The value given.
+        rule: What is valid, without the key (``"must be in [0, 1]"``), for a caller that
+            names the key its own way (``rlplat.optim.optimizers.SettingError``).
+    """
+
+    def __init__(self, key: str, value: Any, rule: str, show: Callable[[Any], str] = str) -> None:
+        super().__init__(f"{key}={show(value)}: {rule}")
+        self.key, self.value, self.rule, self.show = key, value, rule, show
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.key, self.value, self.rule, self.show)
+
+
+def _is_number(value: Any, allow_inf: bool = False) -> bool:
+    """Whether ``value`` is a real number (not a bool), not NaN, and finite unless ``allow_inf``:
+    a range check refuses null, NaN (every comparison with it is false) and text alike."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return not math.isnan(value) and (allow_inf or not math.isinf(value))
+
+
+def _interval(low: float, high: float, low_open: bool = False, high_open: bool = False) -> str:
+    """``[low, high]``, with a parenthesis on an open side: ``(0, 1]``."""
+    return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def _rule(words: str, unit: str = "", note: str = "") -> str:
+    """``words``, then `` unit`` and `` (note)`` when given: ``must be >= 0 frames``."""
+    return words + (f" {unit}" if unit else "") + (f" ({note})" if note else "")
+
+
+def check_in_range(
+    key: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    note: str = "",
+    show: Callable[[Any], str] = str,
+) -> None:
+    """Raise unless ``value`` is a finite number in ``[low, high]`` (a side open when asked).
+
+    Args:
+        key: The config key, named in the message (``"loss.gamma"``).
+        value: The value to check; null, NaN, infinity, a bool or text is out of range.
+        low: Lower bound, written as given (``0``, not ``0.0``).
+        high: Upper bound, written as given.
+        low_open: Whether ``low`` itself is out of range: ``(0, 1]``.
+        high_open: Whether ``high`` itself is out of range: ``[0, 1)``.
+        note: Appended in parentheses.
+        show: How the value is written: ``str`` (``loss.gamma=None``) or ``repr``.
+
+    Raises:
+        RangeError: ``loss.gamma=1.5: must be in [0, 1]``, ``loss.tau=0: must be in (0, 1]``.
+    """
+    above = _is_number(value) and (value > low if low_open else value >= low)
+    if not (above and (value < high if high_open else value <= high)):
+        raise RangeError(key, value, _rule(f"must be in {_interval(low, high, low_open, high_open)}", note=note), show)
+
+
+def check_at_least(
+    key: str, value: Any, minimum: float = 1, *, unit: str = "", show: Callable[[Any], str] = str
+) -> None:
+    """Raise unless ``value`` is a finite number >= ``minimum`` (a count: envs, epochs, steps).
+
+    Args:
+        key: The config key (``"collector.num_envs"``).
+        value: The value to check; null, NaN, infinity, a bool or text is out of range.
+        minimum: The least valid value.
+        unit: Appended after the number: ``"update"``.
+        show: How the value is written: ``str`` or ``repr``.
+
+    Raises:
+        RangeError: ``collector.num_envs=0: must be at least 1``,
+            ``loss.target_update_interval=0: must be at least 1 update``.
+    """
+    if not (_is_number(value) and value >= minimum):
+        raise RangeError(key, value, _rule(f"must be at least {minimum}", unit), show)
+
+
+def check_positive(
+    key: str, value: Any, *, note: str = "", show: Callable[[Any], str] = str, allow_inf: bool = False
+) -> None:
+    """Raise unless ``value`` is a number > 0.
+
+    Args:
+        key: The config key (``"optim.lr"``).
+        value: The value to check; null, NaN, a bool or text is out of range, and infinity
+            too unless ``allow_inf``.
+        note: Appended in parentheses: the optimizer, the unit, the paper's value.
+        show: How the value is written: ``str`` or ``repr``.
+        allow_inf: Whether infinity is valid (a clip bound: no clipping).
+
+    Raises:
+        RangeError: ``optim.lr=0.0: must be > 0 (adam)``, ``loss.alpha_init=0: must be > 0``.
+    """
+    if not (_is_number(value, allow_inf) and value > 0):
+        raise RangeError(key, value, _rule("must be > 0", note=note), show)
+
+
+def check_non_negative(
+    key: str,
+    value: Any,
+    *,
+    unit: str = "",
+    note: str = "",
+    show: Callable[[Any], str] = str,
+    allow_inf: bool = False,
+) -> None:
+    """Raise unless ``value`` is a number >= 0.
+
+    Args:
+        key: The config key (``"loss.warmup_frames"``).
+        value: The value to check; null, NaN, a bool or text is out of range, and infinity
+            too unless ``allow_inf``.
+        unit: Appended after the 0: ``"frames"``.
+        note: Appended in parentheses: the optimizer.
+        show: How the value is written: ``str`` or ``repr``.
+        allow_inf: Whether infinity is valid (a clip bound: no clipping).
+
+    Raises:
+        RangeError: ``loss.warmup_frames=-1: must be >= 0 frames``,
+            ``optim.weight_decay=-0.1: must be >= 0 (adam)``.
+    """
+    if not (_is_number(value, allow_inf) and value >= 0):
+        raise RangeError(key, value, _rule("must be >= 0", unit, note), show)
+
+
+def check_minibatch_size(value: Any, frames: int) -> None:
+    """Raise unless ``buffer.minibatch_size`` is an integer in [1, ``frames``], or null (a
+    minibatch of the whole rollout).
+
+    Args:
+        value: ``buffer.minibatch_size``: frames per minibatch, or None.
+        frames: Frames per rollout, ``collector.num_envs * collector.steps_per_env``.
+
+    Raises:
+        RangeError: ``buffer.minibatch_size=0: must be in [1, 2048], the frames per rollout
+            (collector.num_envs * collector.steps_per_env)``.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= frames:
+        per_rollout = "the frames per rollout (collector.num_envs * collector.steps_per_env)"
+        rule = f"must be in {_interval(1, frames)}, {per_rollout}"
+        raise RangeError("buffer.minibatch_size", value, rule, repr)
 
 
 class PluginError(RuntimeError):

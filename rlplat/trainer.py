@@ -12,12 +12,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import torch
 from tensordict import TensorDict
-from torch import Tensor
+from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.buffers.base import Buffer, PrioritizedBuffer, RunDirectoryUser
@@ -25,9 +25,10 @@ from rlplat.checkpoint import BEST, FINAL, CheckpointError, CheckpointFiles, rng
 from rlplat.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from rlplat.collectors.base import Acting, Collector, Policy, ReportingCollector
 from rlplat.envs.base import Episode, VectorEnvLike, observation_leaves
-from rlplat.losses.base import Loss
+from rlplat.losses.base import Loss, declared
+from rlplat.metrics import FINAL_METRICS, TO_TARGET, TRAIN_SECONDS
 from rlplat.optim import Optimizers, lr_factor
-from rlplat.settings import FINAL_METRICS, TO_TARGET, TRAIN_SECONDS, CheckpointConfig, TrainerConfig
+from rlplat.settings import CheckpointConfig, TrainerConfig
 from rlplat.transforms.base import Transform
 
 EVAL_SEED_OFFSET = 10_000
@@ -259,7 +260,7 @@ class Interrupted(Exception):
     """Training stopped on request, after writing a checkpoint.
 
     Attributes:
-        signal: The signal's name (``SIGINT``, ``SIGTERM``).
+        signal: The signal's name, as ``signal.Signals`` names it.
         frames: Frames collected when it stopped.
         checkpoint: The checkpoint written.
     """
@@ -409,7 +410,8 @@ class Trainer:
         without the time its callbacks took (a tracker's wait for its store, a video)."""
         return self.progress.train_s + time.perf_counter() - self._fit_start - self._callback_seconds
 
-    def _notify(self, hook: str, *args: Any) -> None:
+    def _notify(self, hook: Literal["on_log", "on_evaluation", "on_checkpoint"], *args: Any) -> None:
+        """Call the :class:`Callback` hook ``hook`` of every callback, timing them."""
         start = time.perf_counter()
         for callback in self.callbacks:
             getattr(callback, hook)(*args)
@@ -446,10 +448,11 @@ class Trainer:
         return True  # finite values whose sum overflowed
 
     def _buffer(self, rollout: TensorDict) -> None:
-        """Preprocess a rollout (e.g. GAE) and buffer it: only the loss's ``in_keys`` when it
-        declares them, so that minibatches carry nothing else."""
+        """Preprocess a rollout (e.g. GAE) and buffer it: only the loss's ``in_keys``
+        (:class:`rlplat.losses.base.LossModule`) when it declares them, so that minibatches
+        carry nothing else."""
         rollout = self.parts.loss.preprocess(rollout)
-        in_keys = getattr(self.parts.loss, "in_keys", None)
+        in_keys = declared(self.parts.loss).in_keys
         self.parts.buffer.extend(rollout if in_keys is None else rollout.select(*in_keys))
 
     def _check_parameters(self) -> None:
@@ -459,8 +462,7 @@ class Trainer:
         loss = self.parts.loss
         if all(id(p) in self._stepped for p in loss.parameters() if p.requires_grad):
             return
-        named = getattr(loss, "named_parameters", None)
-        pairs = named() if callable(named) else enumerate(loss.parameters())
+        pairs = loss.named_parameters() if isinstance(loss, nn.Module) else enumerate(loss.parameters())
         new = [str(name) for name, p in pairs if p.requires_grad and id(p) not in self._stepped]
         raise ParameterError(
             f"the loss's parameter {new[0]} was added after its optimizers were built: none steps it, so it would "
@@ -480,7 +482,8 @@ class Trainer:
             self._nonfinite(self._nonfinite_update(losses, norms), frames)
             return None
         # a loss's delayed groups (TD3's actor) are stepped on their updates only
-        optimizers.step(() if getattr(loss, "delayed_due", True) else loss.delayed_groups)  # type: ignore[attr-defined]
+        members = declared(loss)
+        optimizers.step(() if members.delayed_due else members.delayed_groups)
         losses.update(norms)
         loss.after_update()  # e.g. target networks
         self._set_priorities(batch, losses)

@@ -1,12 +1,13 @@
 """Videos of a policy acting: rendered episodes written to an mp4 (or a GIF).
 
 Used by ``rlplat-record`` and, during training, by :class:`VideoRecorder`
-(``trainer.record_every_frames``). Frames come from the env's ``render()`` in gymnasium's
-``render_mode="rgb_array"``: rlplat builds the env with ``{**env_node, "render_mode":
-"rgb_array"}``, so the env entry must take a ``render_mode`` keyword (``rlplat/envs/gym.py``
-does). Videos are H.264 mp4 files written by imageio's ffmpeg plugin with the ffmpeg binary
-shipped in the imageio-ffmpeg wheel (``pip install 'rlplat[video]'``); where no ffmpeg is
-available the same frames go to a GIF (imageio's pillow plugin) instead.
+(``trainer.record_every_frames``, :func:`video_callbacks`). Frames come from the env's
+``render()`` in gymnasium's ``render_mode="rgb_array"``: rlplat builds the env with
+``{**env_node, "render_mode": "rgb_array"}``, so the env entry must take a ``render_mode``
+keyword (``rlplat/envs/gym.py`` does). Videos are H.264 mp4 files written by imageio's ffmpeg
+plugin with the ffmpeg binary shipped in the imageio-ffmpeg wheel (``pip install
+'rlplat[video]'``); where no ffmpeg is available the same frames go to a GIF (imageio's
+pillow plugin) instead.
 
 The policy acts on observations transformed by the run's transforms, statistics frozen, and
 each episode is reset with its own seed, so that episode ``i`` recorded with ``seed`` is the
@@ -21,7 +22,7 @@ import math
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
@@ -32,7 +33,11 @@ from rlplat.envs.base import Episode, render_offscreen
 from rlplat.envs.probe import check_renderable, entry_node
 from rlplat.envs.vector import VectorEnv
 from rlplat.registry import ENVS, ConfigError
+from rlplat.trainer import EVAL_SEED_OFFSET
 from rlplat.transforms.base import TransformLike
+
+if TYPE_CHECKING:
+    from rlplat.build import Build
 
 VIDEO_DIR = "videos"
 """Folder of a run directory, and of its MLflow artifacts, that holds its videos."""
@@ -291,3 +296,30 @@ class VideoRecorder:
 
     def on_checkpoint(self, path: Path, best: bool) -> None:
         """Nothing: videos follow their own schedule."""
+
+
+def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[VideoRecorder]:
+    """The trainer callbacks of a run's ``trainer.record_every_frames``: none when it is 0,
+    else a :class:`VideoRecorder` of the built policy writing
+    ``<run_dir>/videos/frames_<frames>.mp4``, each episode seeded as the run's evaluations
+    (``seed + 10000``). A recorded run hands each video to its tracker
+    (:meth:`VideoRecorder.upload_with`).
+
+    Args:
+        built: The run's parts and settings (:func:`rlplat.build.build`).
+        run_dir: The run directory.
+        start_frames: The frames a resumed run has already trained.
+
+    Raises:
+        ConfigError: when the env entry takes no ``render_mode`` or imageio is not installed,
+            before any run starts.
+    """
+    every = built.trainer.record_every_frames
+    if every == 0:
+        return []
+    parts = built.parts
+    recorder = VideoRecorder(
+        parts.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
+        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, start_frames=start_frames,
+    )  # fmt: skip
+    return [recorder]

@@ -38,7 +38,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util.nodes import make_refnode
 
 import rlplat
-from rlplat.cli.list import Preset, conf_sources, presets, summary
+from rlplat.hydra_ext.catalog import Preset, conf_sources, presets, summary
 from rlplat.hydra_ext.options import GROUPS
 from rlplat.registry import REGISTRIES, Entry
 

@@ -15,7 +15,7 @@ from tensordict import MemoryMappedTensor, TensorDict
 
 from rlplat import keys
 from rlplat.buffers.frames import EPISODE_STEP, FRAME, StackedFrames
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_at_least, check_non_negative
 
 STORAGES = ("memory", "memmap")
 """Values of ``buffer.storage``."""
@@ -82,10 +82,8 @@ class ReplayBuffer:
         if storage not in STORAGES:
             raise ConfigError(f"buffer.storage={storage!r}: must be one of {', '.join(STORAGES)}")
         for key, value in (("capacity", capacity), ("batch_size", batch_size), ("sequence_length", sequence_length)):
-            if value < 1:
-                raise ConfigError(f"buffer.{key}={value}: must be at least 1")
-        if learning_starts < 0:
-            raise ConfigError(f"buffer.learning_starts={learning_starts}: must be >= 0 frames")
+            check_at_least(f"buffer.{key}", value)
+        check_non_negative("buffer.learning_starts", learning_starts, unit="frames")
         if not 0 < replay_ratio < math.inf:
             raise ConfigError(f"buffer.replay_ratio={replay_ratio}: must be a finite number > 0 updates per frame")
         steps, num_envs = rollout_shape

@@ -10,7 +10,7 @@ from tensordict import TensorDict
 
 from rlplat import keys
 from rlplat.functional.sequences import episode_sequences
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_at_least, check_minibatch_size
 
 
 class RolloutBuffer:
@@ -63,8 +63,7 @@ class RolloutBuffer:
     ) -> None:
         steps = rollout_shape[0]
         frames_per_batch = steps * rollout_shape[1]
-        if epochs < 1:
-            raise ConfigError(f"buffer.epochs={epochs}: must be at least 1")
+        check_at_least("buffer.epochs", epochs)
         if (
             isinstance(sequence_length, bool)
             or not isinstance(sequence_length, int)
@@ -81,17 +80,9 @@ class RolloutBuffer:
                 f"buffer.burn_in={burn_in}: burn-in refreshes a recurrent state before sequences; "
                 "set buffer.sequence_length > 1 too, or buffer.burn_in=0"
             )
+        check_minibatch_size(minibatch_size, frames_per_batch)
         if minibatch_size is None:
             minibatch_size = frames_per_batch
-        if (
-            isinstance(minibatch_size, bool)
-            or not isinstance(minibatch_size, int)
-            or not 1 <= minibatch_size <= frames_per_batch
-        ):
-            raise ConfigError(
-                f"buffer.minibatch_size={minibatch_size!r}: must be in [1, {frames_per_batch}], "
-                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
-            )
         self.epochs = epochs
         self.minibatch_size = minibatch_size
         self.sequence_length = sequence_length

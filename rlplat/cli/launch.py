@@ -1,52 +1,107 @@
-"""The ``rlplat-train`` console script: MLflow's child process first, then the command.
+"""The ``rlplat-train`` console script: read the command line, then hand it to Hydra.
 
-The child process that records the run in MLflow (:mod:`rlplat.tracking.process`) takes
-~1.2 s to import MLflow, and the run is created by it. Started here, before
-:mod:`rlplat.cli.train` and Hydra are imported (~0.15 s), it is ready about when training
-starts. Which command lines start a run is read from their flags alone
-(:func:`rlplat.command_line.starts_one_run`). Python's garbage collector waits until
-training starts (:func:`rlplat.command_line.collect_after_start_up`), and its last
-collection, at exit, is skipped (:func:`rlplat.command_line.skip_final_collection`)."""
+    rlplat-train algo=ppo env=pendulum
+    rlplat-train -m algo=ppo env=cartpole seed=0,1,2
+    rlplat-train resume=<run id | run dir | sweep dir>
+
+The way to the loop: :func:`main` -> :func:`rlplat.cli.train.train` (Hydra's task: checks,
+:func:`rlplat.build.build`) -> :func:`rlplat.cli.run.run_training` (the MLflow run, signals,
+the checkpoint on a stop) -> :meth:`rlplat.trainer.Trainer.fit`.
+
+For a single run, MLflow's child process (:mod:`rlplat.tracking.process`, ~1.2 s to import
+MLflow) starts here, before Hydra is imported, so that it is ready about when training
+starts; Python's garbage collector waits until then
+(:func:`rlplat.command_line.collect_after_start_up`), and its last collection at exit is
+skipped (:func:`rlplat.command_line.skip_final_collection`).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 
-from rlplat.command_line import (
-    STOPPED_IN_START_UP,
-    collect_after_start_up,
-    in_start_up,
-    skip_final_collection,
-    starts_one_run,
-)
+from rlplat.command_line import collect_after_start_up, is_multirun, is_resume, prints_only, skip_final_collection
+from rlplat.signals import LIFE, Phase, stopped_in_start_up
 
 
 def main() -> None:
-    """Console entry point of ``rlplat-train``: :func:`rlplat.cli.train.main`.
+    """Console entry point of ``rlplat-train``.
 
-    Ctrl-C during a new run's start-up (imports, composition, the build), before its MLflow
-    run begins, stops it with one line and exit status 130; its run directory is removed
-    (:func:`rlplat.cli.train.task`). So does Ctrl-C during a sweep's start-up, before its
-    parent run begins (:meth:`rlplat.sweep.parent.MlflowSweep.on_multirun_start`), and
-    during a resume's, before its training (the run is left as it was). Once training has
-    started, a signal stops the run after its rollout (:mod:`rlplat.cli.run`), and a
-    sweep's jobs as :func:`rlplat.sweep.runs.wait_for_the_jobs_on_signals` says."""
+    Bad input found before Hydra runs (an override that does not parse, an output directory
+    that cannot be written), and Hydra's own errors in a single run (an unknown key or config
+    group option), are one ``rlplat-train: error:`` line and exit status 2; ``HYDRA_FULL_ERROR=1``
+    shows the traceback instead. Ctrl-C before training stops with one line and exit status
+    130, nothing recorded (:mod:`rlplat.signals`)."""
     skip_final_collection()
+    args = sys.argv[1:]
     tracker = None
-    if starts_one_run(sys.argv[1:]):
-        collect_after_start_up()  # until training starts (rlplat.cli.run.run_training)
+    single_run = not (is_multirun(args) or prints_only(args) or is_resume(args))
+    if single_run:
+        collect_after_start_up()  # until training starts
         from rlplat.tracking.process import TrackerProcess
 
         tracker = TrackerProcess.spare()
     try:
-        from rlplat.cli.train import main as train
+        if is_resume(args):  # the run's config is in its checkpoint: no composition
+            from rlplat.cli.resume import main as resume
 
-        train(tracker)
+            sys.exit(resume(args))
+        _compose_and_train(args, tracker, single_run)
     except KeyboardInterrupt:
-        if not in_start_up():
+        if LIFE.phase is not Phase.START_UP:
             raise
-        print(STOPPED_IN_START_UP, file=sys.stderr)
-        sys.exit(130)
+        stopped_in_start_up()
+    finally:
+        if tracker is not None and tracker.uri is None:
+            tracker.discard()  # not taken: tracking off, or the config was rejected
+
+
+def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> None:
+    """Register rlplat's Hydra plugins and options, check the command line, and run Hydra
+    with :class:`rlplat.cli.train.Job` as its task.
+
+    Hydra reports its own errors by printing them and exiting 1, unless ``HYDRA_FULL_ERROR=1``
+    (a documented setting), where it raises them. For a single run it is set here, for the
+    composition only: the job puts the user's value back as it starts, so that an error in
+    training is reported as Hydra always does. A multirun, whose jobs may run elsewhere, and a
+    command that only prints are left to Hydra as they are."""
+    import hydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
+    from rlplat.cli.args import fail
+    from rlplat.cli.train import Job
+    from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route
+    from rlplat.hydra_ext.validate import check_command_line
+    from rlplat.registry import ConfigError, PluginError
+
+    user_full_error = os.environ.get("HYDRA_FULL_ERROR")
+    try:
+        register_hydra_plugins()
+        register_sweeper()
+        register_group_options()
+        sys.argv[1:] = route(args)
+        check_command_line(sys.argv[1:])  # every override parses; the output directories are writable
+        if single_run:
+            os.environ["HYDRA_FULL_ERROR"] = "1"
+        job = Job(tracker, user_full_error, restore_full_error=single_run)
+        # decorated here, not at definition, so that launchers pickle the job by reference
+        hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(job)()
+    except (HydraException, OmegaConfBaseException, ConfigError, PluginError) as error:
+        if user_full_error == "1" or not (single_run or isinstance(error, (ConfigError, PluginError))):
+            raise
+        fail("rlplat-train", error)
+    finally:
+        _set_full_error(user_full_error)
+
+
+def _set_full_error(value: str | None) -> None:
+    """Set ``HYDRA_FULL_ERROR`` to ``value`` (None: unset)."""
+    if value is None:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+    else:
+        os.environ["HYDRA_FULL_ERROR"] = value
 
 
 if __name__ == "__main__":

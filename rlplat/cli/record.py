@@ -3,16 +3,12 @@
     rlplat-record <run id | run dir | checkpoint> [episodes=3] [deterministic=true] [fps=30]
                   [out=<path>] [seed=...] [env.id=...] [device=...] [tracking.uri=...]
 
-Rebuilds the agent from the checkpoint (:mod:`rlplat.cli.restore`), builds the env with
-``render_mode="rgb_array"`` and writes the episodes one after another (episode i reset with
-seed + 10000 + i, the seeds of the trainer's evaluation) to an mp4 (:mod:`rlplat.video`), or
-to a GIF when no ffmpeg encoder is available, saying so. The video goes to ``out``, by
-default ``<run dir>/videos/<checkpoint name>.mp4``, and is logged as an artifact of the source
-run under ``videos/`` when the run is recorded in MLflow. Bad input is one
-``rlplat-record: error:`` line and exit status 2, with nothing written.
-
-Also :func:`video_callbacks`, the periodic videos of ``trainer.record_every_frames`` that
-``rlplat-train`` adds to its trainer callbacks.
+Rebuilds the agent from the checkpoint (:mod:`rlplat.agent`) and writes its episodes one
+after another (episode i reset with seed + 10000 + i, the seeds of the trainer's evaluation)
+to an mp4, or to a GIF when no ffmpeg encoder is available, saying so (:mod:`rlplat.video`).
+The video goes to ``out``, by default ``<run dir>/videos/<checkpoint name>.mp4``, and is
+logged as an artifact of the source run under ``videos/`` when the run is recorded in MLflow.
+Bad input is one ``rlplat-record: error:`` line and exit status 2, with nothing written.
 """
 
 from __future__ import annotations
@@ -21,21 +17,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlplat.cli.args import Key, default_tracking_uri, integer, output_file, reported
-from rlplat.cli.locate import with_source_run
-from rlplat.cli.restore import (
+from rlplat.cli.args import (
     COMMON_KEYS,
+    Key,
     argument_parser,
+    default_tracking_uri,
+    integer,
     locate_run,
+    output_file,
     parse_command,
-    restore,
-    restored_env_node,
+    reported,
 )
 from rlplat.command_line import collection_paused, skip_final_collection
+from rlplat.tracking.locate import with_source_run
 
 if TYPE_CHECKING:
-    from rlplat.build import Build
-    from rlplat.cli.locate import Located
+    from rlplat.tracking.locate import Located
 
 PROG = "rlplat-record"
 KEYS = {
@@ -57,31 +54,6 @@ def log_video(tracking_uri: str, run_id: str, path: Path) -> None:
     MlflowClient(tracking_uri=tracking_uri).log_artifact(run_id, str(path), VIDEO_DIR)
 
 
-def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[Any]:
-    """The trainer callbacks of ``trainer.record_every_frames``: none when it is 0, else a
-    :class:`rlplat.video.VideoRecorder` writing ``<run_dir>/videos/frames_<frames>.mp4``; a
-    recorded run's tracker uploads each to its MLflow run (``VideoRecorder.upload_with``, from
-    :func:`rlplat.cli.run.run_training`). ``start_frames``: the frames a resumed run has
-    already trained.
-
-    Raises:
-        ConfigError: when the env entry takes no ``render_mode`` or imageio is not installed,
-            before any run starts.
-    """
-    every = built.trainer.record_every_frames
-    if every == 0:
-        return []
-    from rlplat.trainer import EVAL_SEED_OFFSET
-    from rlplat.video import VideoRecorder
-
-    parts = built.parts
-    recorder = VideoRecorder(
-        parts.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
-        seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, start_frames=start_frames,
-    )  # fmt: skip
-    return [recorder]
-
-
 def default_out(located: Located) -> Path:
     """``<run dir>/videos/<checkpoint name>.mp4``; ``./videos/...`` for a checkpoint outside
     a run directory."""
@@ -97,6 +69,7 @@ def render(located: Located, values: dict[str, Any], env: dict[str, Any]) -> Pat
     Raises:
         ConfigError: for an env that cannot render, a bad override or a missing imageio.
     """
+    from rlplat.agent import restore, restored_env_node
     from rlplat.trainer import EVAL_SEED_OFFSET
     from rlplat.video import record_episodes, render_env_maker, require_imageio
 

@@ -1,40 +1,32 @@
-"""A training run's life, shared by ``rlplat-train`` and ``rlplat-train resume=``: signals,
-the MLflow run around the fit, and how it ends.
+"""A training run's life, shared by ``rlplat-train`` and ``rlplat-train resume=``: the
+MLflow run around the fit, signals (:meth:`rlplat.signals.Life.training`), and how it ends.
 
 A run ends FINISHED; KILLED when a signal stopped it (tag ``rlplat.signal``, a checkpoint
 written first) or a sweeper's pruner did (tag ``rlplat.pruned``); FAILED on any other
-exception. SIGINT and SIGTERM ask the loop to stop after the current rollout; a second one
-stops at once (the run still ends KILLED). The process then exits 130 (SIGINT) or 143
-(SIGTERM) after printing how to resume.
+exception. After a signal the process exits 130 or 143, printing how to resume.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import shlex
-import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlplat.checkpoint import periodic_checkpoints
 from rlplat.cli.args import default_tracking_uri
-from rlplat.cli.locate import SWEEP_FILE
-from rlplat.command_line import start_up_done
-from rlplat.sweep.runs import sweep_stopped_by
+from rlplat.metrics import TRAIN_SECONDS
+from rlplat.signals import LIFE, exit_status, interrupted_by
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG, SIGNAL_TAG
-from rlplat.tracking.records import read_run_file, write_run_file
+from rlplat.tracking.locate import SWEEP_FILE
+from rlplat.tracking.records import RunRecord, read_run_file
 
 if TYPE_CHECKING:
     from rlplat.build import Build
-    from rlplat.trainer import Callback
-
-EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 
 @dataclass
@@ -73,28 +65,8 @@ class RunSpec:
     tracker_options: dict[str, Any] = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def signals_handled(stop: Any) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stop.signal`` (the loop checks it after each rollout); a
-    second one raises KeyboardInterrupt at once. Previous handlers are restored after."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if stop.signal is not None:
-            raise KeyboardInterrupt(name)
-        stop.signal = name
-        print(f"\nrlplat-train: {name}: stopping after this rollout (again to stop at once)", file=sys.stderr)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run_training(built: Build, spec: RunSpec) -> float:
-    """Fit the built parts (recorded in MLflow when tracking is on); returns the objective.
+    """Fit the built parts, recorded in MLflow when tracking is on; returns the objective.
 
     Raises:
         SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED);
@@ -106,85 +78,45 @@ def run_training(built: Build, spec: RunSpec) -> float:
     from rlplat.trainer import Interrupted, StopRequest, Trainer, TrainingError
 
     stop = StopRequest()
-    stop.signal = sweep_stopped_by()  # a sweep's job that a signal reached in its start-up stops at once
     try:
-        with (
-            long_lived_objects_frozen(),
-            signals_handled(stop),
-            TrainingDisplay(spec.title, built.trainer.total_frames) as display,
-        ):
+        with LIFE.training(stop), TrainingDisplay(spec.title, built.trainer.total_frames) as display:
             display.say(built.acceleration)
-            callbacks: list[Callback] = [display, *spec.callbacks, *([spec.reporter] if spec.reporter else [])]
-            if built.tracking.enabled:
-                summary = _recorded_fit(built, spec, callbacks, stop)
-            else:
-                loggers = _start_loggers(built, spec, after_step=None, startup=_startup_seconds(spec))
-                try:
-                    trainer = Trainer(
-                        built.parts, built.trainer, spec.output_dir, [*callbacks, *loggers], built.checkpoint, stop
-                    )
-                    if spec.state is not None:
-                        trainer.load_state_dict(spec.state)
-                    summary = trainer.fit()
-                finally:
-                    for logger in loggers:
-                        logger.close()
+            with _recorded(built, spec, stop) as sinks:
+                callbacks = [*sinks, display, *spec.callbacks, *([spec.reporter] if spec.reporter else [])]
+                trainer = Trainer(built.parts, built.trainer, spec.output_dir, callbacks, built.checkpoint, stop)
+                if spec.state is not None:
+                    trainer.load_state_dict(spec.state)
+                summary = trainer.fit()
     except (Interrupted, KeyboardInterrupt) as error:
         _exit_interrupted(error, spec)
     except TrainingError as error:
-        if _in_multirun():
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             raise
         print(f"rlplat-train: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
-    display.summary(
-        {
-            "frames": int(summary["frames"]),
-            "wall time (s)": summary["time/train_s"],
-            **{k: v for k, v in summary.items() if "/" in k and k != "time/train_s" and v == v},  # v == v: not nan
-        }
-    )
+    shown = {k: v for k, v in summary.items() if "/" in k and k != TRAIN_SECONDS and v == v}  # v == v: not NaN
+    display.summary({"frames": int(summary["frames"]), "wall time (s)": summary[TRAIN_SECONDS], **shown})
     return summary[built.trainer.objective]
 
 
-def _in_multirun() -> bool:
-    """Whether this process runs a job of Hydra's multirun (``-m``)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-@contextlib.contextmanager
-def long_lived_objects_frozen() -> Iterator[None]:
-    """Exempt the objects alive now (modules, config, the built parts) from Python's cyclic
-    garbage collector while the block runs; they are given back to it after.
-
-    A full collection scans every tracked object, after torch's imports several hundred
-    thousand: ~0.2 s each, which a training run otherwise pays once or twice at random points
-    of its loop (a fifth of a second in a 3 s PPO run). Objects made inside the block are
-    collected as usual (``gc.freeze``, ``gc.unfreeze``).
-    """
-    start_up_done()  # gc.freeze(), and the collector runs again if start-up paused it
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
+    """Say where the run stopped and how to resume it; exit with the signal's status."""
     from rlplat.trainer import Interrupted
 
-    name = getattr(error, "signal", None) or (str(error) if str(error) in EXIT_CODES else "SIGINT")
-    where = "at once"
-    if isinstance(error, Interrupted):
-        where = f"at {error.frames:,} frames, checkpoint {error.checkpoint}"
+    name = interrupted_by(error)
+    where = (
+        f"at {error.frames:,} frames, checkpoint {error.checkpoint}" if isinstance(error, Interrupted) else "at once"
+    )
     in_sweep = (spec.output_dir.parent / SWEEP_FILE).is_file()  # its sweep's resume starts it again
     if in_sweep or periodic_checkpoints(spec.output_dir):
         message = f"{where}.\nResume with: {resume_command(spec.output_dir)}"
     else:
         message = f"{where}, before its first checkpoint: nothing to resume"
     print(f"rlplat-train: stopped by {name} {message}", file=sys.stderr)
-    raise SystemExit(EXIT_CODES.get(name, 130))
+    raise SystemExit(exit_status(name))
 
 
 def resume_command(output_dir: Path) -> str:
@@ -203,49 +135,51 @@ def resume_command(output_dir: Path) -> str:
     return command
 
 
-def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: Any) -> dict[str, float]:
-    """Fit inside an MLflow run that always ends FINISHED, KILLED or FAILED."""
-    from rlplat.trainer import Interrupted, Trainer
+@contextlib.contextmanager
+def _recorded(built: Build, spec: RunSpec, stop: Any) -> Iterator[list[Any]]:
+    """The run's own callbacks for the block: the loggers of ``tracking.also`` in the run
+    directory and, with tracking on, the MLflow run's (:class:`RunRecord`, the metrics), the
+    run begun (or reopened) first and ended after, always FINISHED, KILLED or FAILED. Both get
+    ``time/startup_s`` at step 0 (not a resumed run: its first process logged it)."""
+    from rlplat.loggers import logged_paths, make_loggers
+    from rlplat.trainer import Interrupted
+    from rlplat.video import VideoRecorder
 
-    tracker, after_step = _open_run(built, spec)
-    record = RunRecord(tracker, spec, built.tracking.uri, written=spec.resume_run is not None)
-    status = "FAILED"
-    loggers: list[Any] = []
+    startup = None if spec.job_start is None or spec.resume_run is not None else time.time() - spec.job_start
+    tracker, after_step = _open_run(built, spec) if built.tracking.enabled else (None, None)
+    record = RunRecord(tracker, spec.output_dir, built.tracking.uri, spec.reporter, written=spec.resume_run is not None)
+    status, loggers = "FAILED", []
     try:
+        loggers = make_loggers(built.tracking.also, spec.output_dir, after_step)
+        for logger in loggers if startup is not None else ():
+            logger.on_log({"time/startup_s": startup}, 0)
+        if tracker is None:
+            yield loggers
+            return
         from rlplat.tracking.records import TrackerCallback
 
-        startup = _startup_seconds(spec)
-        loggers = _start_loggers(built, spec, after_step, startup)
         if startup is not None:
             tracker.log_metrics({"time/startup_s": startup}, step=0)
-        recorder = TrackerCallback(tracker, after_step=after_step)
-        for callback in callbacks:  # callbacks that upload files (periodic videos) upload through the tracker
-            upload_with = getattr(callback, "upload_with", None)
-            if upload_with is not None:
-                upload_with(tracker)
-        sinks = [record, recorder, *loggers, *callbacks]
-        trainer = Trainer(built.parts, built.trainer, spec.output_dir, sinks, built.checkpoint, stop)
-        if spec.state is not None:
-            trainer.load_state_dict(spec.state)
-        summary = trainer.fit()
+        for callback in spec.callbacks:  # periodic videos upload through the tracker
+            if isinstance(callback, VideoRecorder):
+                callback.upload_with(tracker)
+        yield [record, TrackerCallback(tracker, after_step=after_step), *loggers]
         status = "FINISHED"
-        return summary
     except (Interrupted, KeyboardInterrupt) as error:
-        name = getattr(error, "signal", None) or stop.signal or "SIGINT"
-        tracker.set_tags({SIGNAL_TAG: name})
+        name = error.signal if isinstance(error, Interrupted) else stop.signal or interrupted_by(error)
+        if tracker is not None:
+            tracker.set_tags({SIGNAL_TAG: name})
         status = "KILLED"
         raise
     except BaseException as error:
-        if spec.reporter is not None and spec.reporter.pruned(error):
+        if tracker is not None and spec.reporter is not None and spec.reporter.pruned(error):
             tracker.set_tags({PRUNED_TAG: "true"})
             status = "KILLED"
         raise
     finally:
-        from rlplat.loggers import logged_paths
-
         for logger in loggers:
             logger.close()
-        if record.run_exists(finished=status == "FINISHED"):
+        if tracker is not None and record.run_exists(finished=status == "FINISHED"):
             try:
                 record.write()  # when no log step came before the end
                 for path, folder in logged_paths(loggers):
@@ -254,118 +188,9 @@ def _recorded_fit(built: Build, spec: RunSpec, callbacks: list[Callback], stop: 
                 tracker.end(status)
 
 
-class RunRecord:
-    """Trainer callback that writes the run directory's :data:`RUN_FILE` (the MLflow run's
-    id, store and experiment: what ``resume=<run dir>`` reads) and tells a sweep's reporter
-    the run's id, once the run exists.
-
-    The tracker creates the run while training starts (:meth:`TrackerProcess.begin`); the
-    record is written at the first log step, evaluation (``best.pt``) or ``final.pt`` after
-    the tracker has answered, without waiting for it; it waits only once the run can be
-    resumed, at the first of these hooks after a periodic checkpoint (what a resume reads)
-    was written, and at the run's end. A run that is not yet resumable never waits for its
-    MLflow run. An error of the creation (a tracking server that does not answer:
-    ``ConfigError``) is raised there.
-
-    Args:
-        tracker: The run's tracker, its run begun (or reopened).
-        spec: The run's spec (output directory, reporter).
-        uri: The tracking URI, as recorded.
-        written: The record exists already (a resumed run).
-    """
-
-    def __init__(self, tracker: Any, spec: RunSpec, uri: str, written: bool = False) -> None:
-        self.tracker, self.spec, self.uri = tracker, spec, uri
-        self.written = written
-        self._raised: BaseException | None = None  # the creation's error, once raised from a hook
-
-    def write(self) -> None:
-        """Write the record (once); waits for the run's creation and raises its error. A run
-        whose creation waits for the tracking server (a sweep's job) is left to its tracker,
-        which writes the record when it creates the run."""
-        if self.written:
-            return
-        run_id = self.tracker.started()
-        if run_id is None:
-            self.written = True
-            return
-        if self.spec.reporter is not None:
-            self.spec.reporter.link_run(run_id)
-        write_run_file(self.spec.output_dir, run_id, self.uri, self.tracker.experiment_id)
-        self.written = True
-
-    def run_exists(self, finished: bool) -> bool:
-        """Whether the run was created (waits for its creation). A creation that failed is
-        raised when training finished; when training stopped for another reason (being
-        raised), it is reported on stderr, unless it is that reason."""
-        try:
-            self.tracker.started()
-        except Exception as error:
-            if finished:
-                raise
-            if error is not self._raised:
-                print(f"rlplat-train: warning: the run was not recorded in MLflow ({error})", file=sys.stderr)
-            return False
-        return True
-
-    def _write_from_hook(self) -> None:
-        try:
-            self.write()
-        except Exception as error:
-            self._raised = error
-            raise
-
-    def _write_when_due(self) -> None:
-        """Write the record once the tracker has answered, or, waiting for it, once the run
-        has a periodic checkpoint (it can be resumed from then on)."""
-        if self.written:
-            return
-        if self.tracker.start_answered() or periodic_checkpoints(self.spec.output_dir):
-            self._write_from_hook()
-
-    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
-        """A log step: write the record when due."""
-        self._write_when_due()
-
-    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
-        """Nothing more: an evaluation was logged first."""
-
-    def on_checkpoint(self, path: Path, best: bool) -> None:
-        """``best.pt``: as a log step. ``final.pt``: write the record, waiting for the run."""
-        if best:
-            self._write_when_due()
-        else:
-            self._write_from_hook()
-
-
-def _startup_seconds(spec: RunSpec) -> float | None:
-    """Seconds from the job's start to now (``time/startup_s``); None when unknown, or for a
-    resumed run (its first process logged it)."""
-    return None if spec.job_start is None or spec.resume_run is not None else time.time() - spec.job_start
-
-
-def _start_loggers(built: Build, spec: RunSpec, after_step: int | None, startup: float | None) -> list[Any]:
-    """The loggers of ``tracking.also`` in the run directory, given the job's start-up time
-    (``time/startup_s`` at step 0, as MLflow gets it)."""
-    from rlplat.loggers import make_loggers
-
-    loggers = make_loggers(built.tracking.also, spec.output_dir, after_step)
-    if startup is not None:
-        for logger in loggers:
-            logger.on_log({"time/startup_s": startup}, 0)
-    return loggers
-
-
-def env_label(choice: str, env_node: Mapping[str, Any]) -> str:
-    """The env as a run's name and console title show it: the ``env=`` choice, or for the
-    generic ``env=gym`` the gymnasium id it was given (``Acrobot-v1``)."""
-    return str(env_node.get("id") or choice) if choice == "gym" else choice
-
-
 def _description(built: Build, tags: dict[str, str]) -> str:
     """The run's description on its MLflow page: the command, what is trained, where."""
-    env = built.config["env"]
-    env_name = env.get("id", env.get("name", tags["env"]))
+    env_name = built.env.title
     frames = built.trainer.total_frames
     return (
         f"`{tags.get('command', 'rlplat-train')}`\n\n{tags['algo']} on {env_name}, seed {tags['seed']}, "
@@ -390,7 +215,7 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
         tracker.reopen(spec.resume_run, resumed_at=spec.job_start)
         return tracker, tracker.last_step("time/fps")
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
-    name = tracking.run_name or f"{tags['algo']}-{env_label(tags['env'], built.config['env'])}-s{tags['seed']}"
+    name = tracking.run_name or f"{tags['algo']}-{built.env.label(tags['env'])}-s{tags['seed']}"
     tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
     # created while training starts (see RunRecord), and started when the job did: before the
     # metrics logged meanwhile, so that seconds from the run's start count the whole command

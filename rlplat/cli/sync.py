@@ -104,6 +104,7 @@ def sync(paths: list[Path], wait_s: float) -> int:
 
 
 def say(line: str) -> None:
+    """Print ``rlplat-sync: <line>`` on stderr."""
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 

@@ -45,7 +45,8 @@ from rlplat.collectors.workers import (
     policy_module,
     policy_sync,
 )
-from rlplat.envs.base import Episode, sigint_ignored
+from rlplat.envs.base import Episode
+from rlplat.signals import sigint_ignored
 
 POLL_SECONDS = 1.0
 """How often the learner, waiting for a rollout, checks that every worker is alive."""

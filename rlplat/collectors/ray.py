@@ -32,8 +32,9 @@ from rlplat.collectors.workers import (
     policy_module,
     policy_sync,
 )
-from rlplat.envs.base import Episode, sigint_ignored
+from rlplat.envs.base import Episode
 from rlplat.registry import ConfigError
+from rlplat.signals import sigint_ignored
 
 
 class RayCollector:

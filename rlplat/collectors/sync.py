@@ -12,7 +12,7 @@ from tensordict import TensorDict
 from rlplat import keys
 from rlplat.collectors.base import Acting, EnvMaker, Policy
 from rlplat.envs.base import Episode, Observation, action_zeros, observation_leaves, observation_zeros
-from rlplat.registry import ConfigError
+from rlplat.registry import check_at_least
 
 
 class SyncCollector:
@@ -55,10 +55,8 @@ class SyncCollector:
         steps_per_env: int = 256,
         vectorization: str = "sync",
     ) -> None:
-        if steps_per_env < 1:
-            raise ConfigError(f"collector.steps_per_env={steps_per_env}: must be at least 1")
-        if num_envs < 1:
-            raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
+        check_at_least("collector.steps_per_env", steps_per_env)
+        check_at_least("collector.num_envs", num_envs)
         self.env = make_env(num_envs, vectorization)
         self.policy = policy
         self.acting = Acting(policy, num_envs)

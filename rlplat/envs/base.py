@@ -14,11 +14,8 @@ Shapes use ``B`` for the number of parallel envs; key names are those of :mod:`r
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
@@ -295,19 +292,3 @@ def space_shape(space: gymnasium.Space) -> tuple[int, ...]:
     if space.shape is None:
         raise TypeError(f"{space} has no fixed shape; rlplat needs a Box or Discrete space")
     return space.shape
-
-
-@contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while processes are started: env subprocesses, collector workers, a local
-    Ray instance. They keep ignoring it (Python installs no handler of its own in a process that
-    starts with SIGINT ignored), so that a Ctrl-C stops the run, which then closes them. In the
-    main thread only; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -1,8 +1,9 @@
 """One env built from the ``env`` node to read its spaces, with nothing but gymnasium imported.
 
-``rlplat-train`` probes the env before it imports torch (:mod:`rlplat.hydra_ext.validate`),
-and :func:`rlplat.build.build` probes it again for the spaces the networks need: both call
-:func:`env_spaces`, so that an env that fails to build is reported in the same words.
+``rlplat-train`` probes the env before it imports torch (:mod:`rlplat.hydra_ext.validate`)
+and hands that env to :func:`rlplat.build.build`, which reads the spaces the networks need
+from it: one probe env per run, and an env that fails to build is reported in the same words
+wherever it is built (:func:`probe_env`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -19,6 +21,37 @@ from rlplat.registry import ENVS, ConfigError, PluginError
 
 BACKENDS = ("gymnasium", "envpool")
 """Engines of the training envs (``env.backend``): gymnasium's vector envs, or EnvPool's."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """The resolved ``env`` node, read once: what the commands show and record of the env.
+
+    Attributes:
+        node: The node itself (``name`` and the entry's keyword arguments).
+        name: The env entry (``gym``, ``atari``, a plugin's).
+        id: Its ``env.id`` (a gymnasium id), or None.
+    """
+
+    node: Mapping[str, Any]
+    name: str
+    id: str | None
+
+    @classmethod
+    def from_node(cls, node: Mapping[str, Any]) -> EnvSpec:
+        """The spec of an ``env`` node (a mapping with ``name``)."""
+        env_id = node.get("id")
+        return cls(dict(node), str(node.get("name")), None if env_id is None else str(env_id))
+
+    @property
+    def title(self) -> str:
+        """The env as a description shows it: its id, else its entry's name."""
+        return self.id or self.name
+
+    def label(self, choice: str) -> str:
+        """The env as a run's name and console title show it: the ``env=`` ``choice``, or for
+        the generic ``env=gym`` the gymnasium id it was given (``Acrobot-v1``)."""
+        return self.id or choice if choice == "gym" else choice
 
 
 def env_backend(env_node: Mapping[str, Any]) -> str:
@@ -78,9 +111,11 @@ def build_env(env_node: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{which} failed to build: {type(error).__name__}: {error}") from error
 
 
-def probe_env(env_node: Mapping[str, Any]) -> gymnasium.Env:
+def probe_env(env_node: Mapping[str, Any], warn: bool = False) -> gymnasium.Env:
     """One env built from the ``env`` node (which may add ``render_mode``), checked as a run
     needs it: with ``env.backend=envpool``, EnvPool installed and the id one of its envs.
+    With ``warn``, a warning on stderr when the env has no time limit (an evaluation of a
+    policy that never ends an episode would never end).
 
     Raises:
         ConfigError: as :func:`build_env`; for an unknown ``env.backend``, or with
@@ -93,15 +128,17 @@ def probe_env(env_node: Mapping[str, Any]) -> gymnasium.Env:
     probe = build_env(env_node)
     if not isinstance(probe, gymnasium.Env):
         raise PluginError(f"env {env_node.get('name')!r} returned {type(probe).__name__}, not a gymnasium.Env")
+    if warn and probe.spec is not None and probe.spec.max_episode_steps is None:
+        print(f"rlplat-train: warning: env {probe.spec.id!r} has no time limit: an evaluation of a policy that "
+              "never reaches an episode's end never ends; set env.max_episode_steps", file=sys.stderr)  # fmt: skip
     return probe
 
 
-def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasium.Space, gymnasium.Space]:
+def env_spaces(env_node: Mapping[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
     """The single env's observation and action spaces, read from one probe env.
 
     Args:
         env_node: The resolved ``env`` node.
-        warn: Warn (on stderr) when the env has no time limit, so that evaluations may not end.
 
     Returns:
         ``(observation_space, action_space)``.
@@ -114,12 +151,6 @@ def env_spaces(env_node: Mapping[str, Any], warn: bool = False) -> tuple[gymnasi
     """
     probe = probe_env(env_node)
     spaces = probe.observation_space, probe.action_space
-    if warn and probe.spec is not None and probe.spec.max_episode_steps is None:
-        print(
-            f"rlplat-train: warning: env {probe.spec.id!r} has no time limit: an evaluation of a policy that never "
-            "reaches an episode's end never ends; set env.max_episode_steps",
-            file=sys.stderr,
-        )
     probe.close()
     return spaces
 

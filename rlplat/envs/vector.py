@@ -29,10 +29,10 @@ from rlplat.envs.base import (
     Step,
     check_observation_space,
     observation_converter,
-    sigint_ignored,
 )
 from rlplat.envs.pool import EnvPoolTask, EnvPoolVectorEnv
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_at_least
+from rlplat.signals import sigint_ignored
 from rlplat.transforms.base import EnvTransform, TransformLike
 
 VECTORIZATION = ("sync", "async")
@@ -78,8 +78,7 @@ class VectorEnv:
         update_transforms: bool = True,
         vectorization: str = "sync",
     ) -> None:
-        if num_envs < 1:
-            raise ConfigError(f"collector.num_envs={num_envs}: must be at least 1")
+        check_at_least("collector.num_envs", num_envs)
         self.env: Any = vector_env(make_env, num_envs, transforms, vectorization)
         self.num_envs = num_envs
         self.observation_space = self.env.single_observation_space

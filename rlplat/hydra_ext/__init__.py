@@ -8,6 +8,8 @@ Modules, each importing only the ones above it:
   and its undo (:func:`unroute`);
 * :mod:`~rlplat.hydra_ext.plugins`: registering rlplat's Hydra plugins;
 * :mod:`~rlplat.hydra_ext.compose`: composing the config outside a run;
+* :mod:`~rlplat.hydra_ext.catalog`: what can be chosen (registry entries' YAML keys, config
+  group presets), as ``rlplat-list`` shows it (imported from there);
 * :mod:`~rlplat.hydra_ext.validate`: the light checks ``rlplat-train`` runs before torch is
   imported, of the command line and of the composed config (imported from there: it
   imports gymnasium, for the probe env).

@@ -8,11 +8,11 @@ imported or anything is written:
 * :func:`check_config`, right after composition: the type of every value against the
   default of the same key, the ``trainer``, ``checkpoint`` and ``tracking`` settings and the
   seed (:mod:`rlplat.settings`), the ranges of built-in components' keys that need no torch,
-  and one probe env (:func:`rlplat.envs.probe.env_spaces`).
+  and one probe env (:func:`rlplat.envs.probe.probe_env`), which the build then reads.
 
-The range checks repeat the constructors' checks in the constructors' words, so that the
-message is the same whichever reports it; the constructors stay the reference (their unit
-tests compare both). Checks between components that need the components themselves (an
+The range checks call the functions the constructors call
+(:func:`rlplat.registry.check_in_range` and kin), so each message is written once and is the
+same whichever reports it. Checks between components that need the components themselves (an
 algorithm that cannot act in the env, a buffer that does not fit the loss) stay in
 :func:`rlplat.build.build`. This module imports neither torch nor MLflow.
 """
@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, cast
 
+import gymnasium
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -36,7 +37,7 @@ from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
 from rlplat.command_line import is_multirun, prints_only
-from rlplat.envs.probe import env_spaces
+from rlplat.envs.probe import probe_env
 from rlplat.hydra_ext.compose import CONFIG_MODULE
 from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, register_group_options
 from rlplat.hydra_ext.overrides import unroute
@@ -50,15 +51,14 @@ from rlplat.registry import (
     OPTIMIZERS,
     ConfigError,
     Registry,
+    check_at_least,
+    check_in_range,
+    check_minibatch_size,
+    check_positive,
     closest,
 )
-from rlplat.settings import (
-    CheckpointConfig,
-    TrackingConfig,
-    TrainerConfig,
-    check_seed,
-    group_optimizer_settings,
-)
+from rlplat.settings import CheckpointConfig, TrainerConfig, check_seed, group_optimizer_settings, resolve_config
+from rlplat.tracking.settings import TrackingConfig
 
 GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 """Hydra's override grammar, named in the message for an override that does not parse."""
@@ -195,7 +195,7 @@ def _default_hydra_value(key: str) -> Any:
     return value
 
 
-def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> None:
+def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gymnasium.Env:
     """Check the composed config as far as it can be without torch, in the user's terms.
 
     In order: every top-level key is one rlplat reads (:func:`check_read`); every value has the
@@ -204,12 +204,16 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
     ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
     built-in components' keys (:func:`check_ranges`); one probe env is built
-    (:func:`rlplat.envs.probe.env_spaces`).
+    (:func:`rlplat.envs.probe.probe_env`).
 
     Args:
         cfg: The composed config (its ``hydra`` node, if any, is ignored).
         overrides: The overrides it was composed with, as Hydra records them
             (``hydra.overrides.task``); None reads them from the active Hydra config.
+
+    Returns:
+        The probe env, open: give it to :func:`rlplat.build.build` (``probe=``), which reads
+        the spaces from it and closes it, or close it.
 
     Raises:
         ConfigError: naming the key, the value and what is valid.
@@ -227,7 +231,7 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> Non
     check_loggers(TrackingConfig.from_node(config.get("tracking", {})).also)
     check_seed(config.get("seed"))
     check_ranges(config)
-    env_spaces(config.get("env", {}), warn=True)
+    return probe_env(config.get("env", {}), warn=True)
 
 
 def check_read(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
@@ -264,21 +268,6 @@ def check_no_nan(node: Any, key: str = "") -> None:
     for child, value in items:
         name = f"{key}[{child}]" if isinstance(child, int) else f"{key}.{child}" if key else str(child)
         check_no_nan(value, name)
-
-
-def resolve_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain containers, interpolations resolved, without its ``hydra`` node.
-
-    Raises:
-        ConfigError: when an interpolation does not resolve.
-    """
-    try:
-        config = OmegaConf.to_container(cfg, resolve=True)
-    except Exception as error:  # omegaconf's InterpolationResolutionError and kin
-        raise ConfigError(f"the config does not resolve: {error}") from error
-    assert isinstance(config, dict), "a DictConfig resolves to a dict"
-    config.pop("hydra", None)
-    return cast(dict[str, Any], config)
 
 
 def default_config(overrides: Sequence[str]) -> dict[str, Any]:
@@ -373,40 +362,38 @@ def _show(default: Any) -> str:
 
 
 def check_ranges(config: Mapping[str, Any]) -> None:
-    """The ranges of built-in components' keys, checked without building them, in the words
-    of their constructors: ``loss.gamma`` and ``loss.gae_lambda`` in [0, 1], ``loss.tau`` in
-    (0, 1], counts of the collector and the buffer at least 1, ``buffer.minibatch_size`` at
-    most the frames of a rollout, ``optim.lr`` > 0. A key that is absent is left to its
-    constructor's default; one that is null is out of range; keys of plugins' components
-    are left to their own constructors.
+    """The ranges of built-in components' keys, checked without building them by the
+    functions their constructors call (:func:`rlplat.registry.check_in_range` and kin), so
+    the message is the constructor's: ``loss.gamma`` and ``loss.gae_lambda`` in [0, 1],
+    ``loss.tau`` in (0, 1], ``collector.steps_per_env`` and ``num_envs``, ``buffer.epochs``,
+    ``capacity`` and ``batch_size`` at least 1, ``buffer.minibatch_size`` at most the frames
+    of a rollout, ``optim.lr`` > 0. A key that is absent is left to its constructor's
+    default; one that is null is out of range; keys of plugins' components are left to their
+    own constructors.
 
     Args:
         config: The resolved config, its types checked (:func:`check_types`).
 
     Raises:
-        ConfigError: the constructor's message.
+        ConfigError: the constructor's message (a :class:`rlplat.registry.RangeError`).
     """
     loss, collector, buffer, optim = (config.get(key) or {} for key in ("loss", "collector", "buffer", "optim"))
     if _builtin(LOSSES, loss):
         for key in ("gamma", "gae_lambda"):
-            if _outside(loss, key, lambda v: 0.0 <= v <= 1.0):
-                raise ConfigError(f"loss.{key}={loss[key]}: must be in [0, 1]")
-        if _outside(loss, "tau", lambda v: 0.0 < v <= 1.0):
-            raise ConfigError(f"loss.tau={loss['tau']}: must be in (0, 1]")
+            if key in loss:
+                check_in_range(f"loss.{key}", loss[key], 0, 1)
+        if "tau" in loss:
+            check_in_range("loss.tau", loss["tau"], 0, 1, low_open=True)
     builtin_collector = _builtin(COLLECTORS, collector)
     if builtin_collector:
-        _at_least_one("collector", collector, ("steps_per_env", "num_envs"))
+        _check_counts("collector", collector, ("steps_per_env", "num_envs"))
     if _builtin(BUFFERS, buffer):
-        _at_least_one("buffer", buffer, ("epochs", "capacity", "batch_size"))
+        _check_counts("buffer", buffer, ("epochs", "capacity", "batch_size"))
         frames = collector.get("steps_per_env", 0) * collector.get("num_envs", 0) if builtin_collector else 0
-        whole = buffer.get("minibatch_size", 0) is None  # null: the whole rollout in one minibatch
-        if frames and not whole and _outside(buffer, "minibatch_size", lambda v: 1 <= v <= frames):
-            raise ConfigError(
-                f"buffer.minibatch_size={buffer['minibatch_size']}: must be in [1, {frames}], "
-                f"the frames per rollout (collector.num_envs * collector.steps_per_env)"
-            )
-    if _builtin(OPTIMIZERS, optim) and _outside(optim, "lr", lambda v: v > 0):
-        raise ConfigError(f"optim.lr={optim['lr']}: must be > 0 ({optim['name']})")
+        if frames and "minibatch_size" in buffer:
+            check_minibatch_size(buffer["minibatch_size"], frames)
+    if _builtin(OPTIMIZERS, optim) and "lr" in optim:
+        check_positive("optim.lr", optim["lr"], note=optim["name"], show=repr)
 
 
 def _builtin(registry: Registry, node: Mapping[str, Any]) -> bool:
@@ -415,17 +402,8 @@ def _builtin(registry: Registry, node: Mapping[str, Any]) -> bool:
     return isinstance(name, str) and registry.distribution(name) == BUILTIN_DISTRIBUTION
 
 
-def _outside(node: Mapping[str, Any], key: str, inside: Callable[[float], bool]) -> bool:
-    """Whether ``node`` sets ``key`` to null, a non-finite number or a number not ``inside``."""
-    if key not in node:
-        return False
-    value = node[key]
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return not number or not inside(value)
-
-
-def _at_least_one(node_key: str, node: Mapping[str, Any], keys: Iterable[str]) -> None:
-    """Raise ConfigError for a count of ``node`` below 1 (or null), as the constructors word it."""
+def _check_counts(node_key: str, node: Mapping[str, Any], keys: Iterable[str]) -> None:
+    """Check that each of ``keys`` that ``node`` sets is a count, at least 1."""
     for key in keys:
-        if _outside(node, key, lambda v: v >= 1):
-            raise ConfigError(f"{node_key}.{key}={node[key]}: must be at least 1")
+        if key in node:
+            check_at_least(f"{node_key}.{key}", node[key])

@@ -16,17 +16,17 @@ from rlplat import keys
 from rlplat.functional import generalized_advantage_estimate
 from rlplat.functional.sequences import episode_sequences
 from rlplat.losses.addons.base import WeightedAddon, addon_terms
+from rlplat.losses.base import LossModule
 from rlplat.networks.actor_critic import ActorCritic, NetworkFactory
 from rlplat.networks.base import network_core
 from rlplat.networks.recurrent import RecurrentActorCritic
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_in_range
 
 
 def check_unit_interval(**values: float) -> None:
-    """Raise ConfigError naming ``loss.<key>`` for any value outside [0, 1]."""
+    """Raise ConfigError naming ``loss.<key>`` for any value outside [0, 1] (or null)."""
     for name, value in values.items():
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"loss.{name}={value}: must be in [0, 1]")
+        check_in_range(f"loss.{name}", value, 0, 1)
 
 
 class Steps(NamedTuple):
@@ -49,7 +49,7 @@ class Steps(NamedTuple):
     value: Tensor
 
 
-class ActorCriticLoss(nn.Module):
+class ActorCriticLoss(LossModule):
     """Base of on-policy losses: owns an :class:`ActorCritic` and adds GAE to rollouts.
 
     With a recurrent core configured (``network.core=lstm|gru``) the agent is a

@@ -14,15 +14,19 @@ computes no rollout. The trainer's loop, for every algorithm::
 
 * :class:`LossFactory`: what the entry point names; which arguments rlplat supplies.
 * :class:`Loss`: what the built loss provides to the trainer, the collector and the checkpoint.
+* :class:`LossModule`: the ``nn.Module`` every built-in loss subclasses, which declares the
+  optional members (``in_keys``, ``delayed_groups`` ...) at their defaults; a plugin loss
+  subclasses it to set any of them.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import gymnasium
-from tensordict import TensorDict
+from tensordict import NestedKey, TensorDict
 from torch import nn
 
 from rlplat.collectors.base import Policy
@@ -37,9 +41,9 @@ class LossFactory(Protocol):
     * ``observation_space``: the env's single observation space, transforms applied (a
       ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a ``Dict`` of these);
     * ``action_space``: the env's single action space, ``Box`` or ``Discrete``; a loss
-      that acts in only some declares them in a class attribute ``action_spaces`` (a tuple
-      of space types, read before construction; default both), so a bad pairing such as
-      ``algo=dqn env=pendulum`` fails with a message listing the losses that fit;
+      class that acts in only some declares them in :attr:`LossModule.action_spaces` (read
+      before construction; default both), so a bad pairing such as ``algo=dqn env=pendulum``
+      fails with a message listing the losses that fit;
     * ``network``: a :data:`rlplat.networks.base.NetworkFactory`, the configured torso:
       ``network(out_features)`` for observations, ``network(out_features, space)`` for
       another input space (e.g. a critic's state-action space); call it once per torso.
@@ -79,21 +83,11 @@ class Loss(Protocol):
             windows ``[N, L]`` of consecutive steps (e.g. n-step returns); the buffer's
             ``sequence_length`` must match.
 
-    Optional attribute ``in_keys``: a tuple of the keys its batches are read for (after
-    ``preprocess``); the trainer then buffers only these, so that shuffling and splitting
-    minibatches moves nothing else (rlplat's on-policy losses declare it). Without it the
-    buffer holds every key.
-
-    Optional attributes ``delayed_groups`` and ``delayed_due``: a tuple of parameter groups
-    stepped only on some updates (TD3's actor, every ``policy_delay`` updates: Fujimoto et
-    al. 2018), and a bool, whether the coming update is one of those. Each delayed group
-    gets an optimizer of its own, which the trainer does not step on the other updates: a
-    step with a zero gradient would still move the parameters by Adam's momentum.
-
-    Optional class attribute ``corrects_policy_lag``: True when the loss learns correctly from
-    rollouts whose ``action_log_prob`` is that of a policy some updates older than its own
-    (IMPALA's V-trace: Espeholt et al. 2018). An on-policy loss without it refuses an
-    asynchronous collector, whose actions lag behind the learner's parameters.
+    The optional members (``in_keys``, ``delayed_groups`` and ``delayed_due``, ``recurrent``,
+    and the class attributes ``action_spaces``, ``recurrent_cores`` and
+    ``corrects_policy_lag``) are declared, with their defaults, by :class:`LossModule`: a loss
+    that sets any of them subclasses it. A loss that only has the members above (structural
+    typing) is trained with the defaults.
     """
 
     policy: Policy
@@ -170,3 +164,77 @@ class Loss(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> Any:
         """Restore :meth:`state_dict` (``nn.Module``'s strict loading)."""
         ...
+
+
+class LossModule(nn.Module):
+    """The base of rlplat's losses, and of a plugin loss that sets an optional member: an
+    ``nn.Module`` that declares the members rlplat reads beside those of :class:`Loss`, at
+    their defaults. A subclass overrides what applies to it, as a class attribute or in its
+    ``__init__``; it still implements :class:`Loss` itself.
+
+    A loss that only implements :class:`Loss` (structural typing, not a subclass) is read as
+    having every default here; one that defines any of these members without subclassing is
+    refused when it is built (:func:`undeclared_reason`), since rlplat would not read it.
+
+    Attributes:
+        action_spaces: Class attribute, read before construction: the action-space types
+            the loss acts in (a tuple of ``gymnasium.spaces`` classes). Default ``Box`` and
+            ``Discrete``. A pairing outside it (``algo=dqn env=pendulum``) fails with a
+            message listing the losses that fit.
+        recurrent_cores: Class attribute, read before construction: True when
+            ``network.core`` (``lstm``, ``gru``) may put a recurrent core after the loss's
+            torsos. Default False: a configured core is refused.
+        corrects_policy_lag: Class attribute: True when the loss learns correctly from
+            rollouts whose ``action_log_prob`` is that of a policy some updates older than its
+            own (IMPALA's V-trace: Espeholt et al. 2018). Default False: an on-policy loss
+            refuses an asynchronous collector, whose actions lag behind the learner's
+            parameters.
+        in_keys: The keys its batches are read for (after ``preprocess``), a tuple of
+            :data:`tensordict.NestedKey`; the trainer then buffers only these, so that
+            shuffling and splitting minibatches moves nothing else (rlplat's on-policy losses
+            and SAC declare it). Default None: the buffer holds every key.
+        recurrent: True when this loss's agent has a recurrent core: its batches are then
+            ``[N, P]`` sequences of any length of at least 2 (``buffer.sequence_length``),
+            whatever ``sequence_length`` says. Default False.
+        delayed_groups: Parameter groups (names of :meth:`Loss.param_groups`) stepped only on
+            some updates (TD3's actor, every ``policy_delay`` updates: Fujimoto et al. 2018).
+            Each gets an optimizer of its own, which the trainer does not step on the other
+            updates: a step with a zero gradient would still move the parameters by Adam's
+            momentum. Default ``()``.
+        delayed_due: Whether the coming update is one that steps ``delayed_groups``; read
+            before each optimizer step. Default True (every update).
+    """
+
+    action_spaces: ClassVar[tuple[type[gymnasium.Space], ...]] = (gymnasium.spaces.Box, gymnasium.spaces.Discrete)
+    recurrent_cores: ClassVar[bool] = False
+    corrects_policy_lag: ClassVar[bool] = False
+    in_keys: tuple[NestedKey, ...] | None = None
+    recurrent: bool = False
+    delayed_groups: tuple[str, ...] = ()
+    delayed_due: bool = True
+
+
+def declared(loss: object) -> LossModule | type[LossModule]:
+    """Where the optional members of ``loss`` (a built loss, or a loss entry's class) are
+    read: ``loss`` itself when it is a :class:`LossModule` or a subclass, else the class
+    ``LossModule``, whose class attributes are the defaults."""
+    if isinstance(loss, LossModule) or (isinstance(loss, type) and issubclass(loss, LossModule)):
+        return loss
+    return LossModule
+
+
+def undeclared_reason(loss: object) -> str | None:
+    """Why rlplat would not read some members of ``loss`` (a built loss, or a loss entry's
+    class): it defines optional members of :class:`LossModule` without subclassing it, so the
+    defaults would be read instead. None for a ``LossModule``, and for a loss that defines
+    none of them."""
+    if declared(loss) is loss:
+        return None
+    undeclared = [name for name in inspect.get_annotations(LossModule) if hasattr(loss, name)]
+    if not undeclared:
+        return None
+    what = loss.__name__ if isinstance(loss, type) else type(loss).__name__
+    return (
+        f"{what} defines {', '.join(undeclared)} without subclassing rlplat.losses.base.LossModule, which "
+        "declares them, so rlplat would not read them; subclass LossModule (in place of nn.Module)"
+    )

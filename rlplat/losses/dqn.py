@@ -15,14 +15,15 @@ from torch import Tensor, nn
 from rlplat import keys
 from rlplat.functional import n_step_return
 from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.base import LossModule
 from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.exploration import EpsilonGreedy
 from rlplat.networks.q import DiscreteQ
-from rlplat.registry import ConfigError
+from rlplat.registry import check_at_least
 
 
-class DQNLoss(nn.Module):
+class DQNLoss(LossModule):
     """TD regression of Q(s, a) on an n-step target with a target network.
 
     ``y = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) Q_target(s_{t+m}, a*)`` with
@@ -72,8 +73,7 @@ class DQNLoss(nn.Module):
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma)
-        if n_step < 1:
-            raise ConfigError(f"loss.n_step={n_step}: must be at least 1")
+        check_at_least("loss.n_step", n_step)
         num_actions = int(action_space.n)
         self.q = DiscreteQ(network, num_actions, features, dueling)
         self.q_target = frozen_copy(self.q)

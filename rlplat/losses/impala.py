@@ -13,7 +13,7 @@ from rlplat import keys
 from rlplat.functional import vtrace
 from rlplat.losses.actor_critic import ActorCriticLoss, check_unit_interval, value_diagnostics
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_non_negative, check_positive
 
 
 class ImpalaLoss(ActorCriticLoss):
@@ -77,11 +77,9 @@ class ImpalaLoss(ActorCriticLoss):
         check_unit_interval(vtrace_lambda=vtrace_lambda)
         thresholds = {"clip_rho_threshold": clip_rho_threshold, "clip_pg_rho_threshold": clip_pg_rho_threshold}
         for name, value in {**thresholds, "clip_c_threshold": clip_c_threshold}.items():
-            if not value > 0:
-                raise ConfigError(f"loss.{name}={value}: must be > 0 (1.0 is the paper's)")
+            check_positive(f"loss.{name}", value, note="1.0 is the paper's", allow_inf=True)  # inf: no clipping
         for name, value in {"entropy_coef": entropy_coef, "value_coef": value_coef}.items():
-            if value < 0:
-                raise ConfigError(f"loss.{name}={value}: must be >= 0")
+            check_non_negative(f"loss.{name}", value)
         super().__init__(
             observation_space,
             action_space,

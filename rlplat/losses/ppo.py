@@ -15,7 +15,7 @@ from rlplat import keys
 from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_positive
 
 
 class PPOLoss(ActorCriticLoss):
@@ -78,8 +78,7 @@ class PPOLoss(ActorCriticLoss):
             entropy_coef=entropy_coef,
             value_coef=value_coef,
         )
-        if clip_epsilon <= 0:
-            raise ConfigError(f"loss.clip_epsilon={clip_epsilon}: must be > 0")
+        check_positive("loss.clip_epsilon", clip_epsilon, allow_inf=True)  # inf: unclipped
         if value_clip is not None and value_clip <= 0:
             raise ConfigError(f"loss.value_clip={value_clip}: must be > 0, or null to disable")
         self.clip_epsilon = clip_epsilon

@@ -15,7 +15,7 @@ from rlplat import keys
 from rlplat.functional import kl_estimate
 from rlplat.losses.actor_critic import ActorCriticLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import ConfigError
+from rlplat.registry import check_positive
 
 _KEPT: tuple[NestedKey, ...] = (keys.OBSERVATION, keys.ACTION, keys.ACTION_LOG_PROB)
 """The keys of the latest rollout that beta's next adaptation reads (:meth:`PPOKLLoss.policy_kl`)."""
@@ -83,10 +83,8 @@ class PPOKLLoss(ActorCriticLoss):
             entropy_coef=entropy_coef,
             value_coef=value_coef,
         )
-        if kl_target <= 0:
-            raise ConfigError(f"loss.kl_target={kl_target}: must be > 0 (nats)")
-        if kl_beta_init <= 0:  # beta adapts by halving and doubling: from 0 it would stay 0
-            raise ConfigError(f"loss.kl_beta_init={kl_beta_init}: must be > 0")
+        check_positive("loss.kl_target", kl_target, note="nats")
+        check_positive("loss.kl_beta_init", kl_beta_init)  # beta adapts by halving and doubling: from 0 it would stay 0
         self.kl_target = kl_target
         self.register_buffer("kl_beta", torch.tensor(float(kl_beta_init)))
         self._previous: TensorDict | None = None  # the rollout of the latest update

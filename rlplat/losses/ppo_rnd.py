@@ -19,7 +19,7 @@ from rlplat.functional import generalized_advantage_estimate
 from rlplat.losses.actor_critic import check_unit_interval, value_diagnostics
 from rlplat.losses.ppo import PPOLoss
 from rlplat.networks.actor_critic import NetworkFactory
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_in_range, check_non_negative
 
 INTRINSIC_REWARD = (keys.NEXT, "intrinsic_reward")
 """``[T, B, 1]`` float32: the normalised intrinsic reward of each transition (preprocess adds it)."""
@@ -421,11 +421,9 @@ class DiscountedReturnStatistics(nn.Module):
 def _check_rnd_keys(gamma_int: float, update_proportion: float, rnd_features: int, **coefficients: float) -> None:
     """Raise ConfigError naming ``loss.<key>`` for an RND key out of range."""
     check_unit_interval(gamma_int=gamma_int)
-    if not 0.0 < update_proportion <= 1.0:
-        raise ConfigError(f"loss.update_proportion={update_proportion}: must be in (0, 1]")
+    check_in_range("loss.update_proportion", update_proportion, 0, 1, low_open=True)
     for name, value in coefficients.items():
-        if value < 0:
-            raise ConfigError(f"loss.{name}={value}: must be >= 0")
+        check_non_negative(f"loss.{name}", value)
     if isinstance(rnd_features, bool) or not isinstance(rnd_features, int) or rnd_features < 1:
         raise ConfigError(f"loss.rnd_features={rnd_features!r}: must be an integer >= 1")
 

@@ -12,15 +12,16 @@ from torch import Tensor, nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.base import LossModule
 from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import SquashedGaussianActor
 from rlplat.networks.exploration import SquashedGaussianPolicy
 from rlplat.networks.q import ContinuousQEnsemble, encodes_observations, state_action_space
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_at_least, check_positive
 
 
-class SACLoss(nn.Module):
+class SACLoss(LossModule):
     """Soft Q-learning with a reparameterised squashed Gaussian actor.
 
     ``y = r + gamma (1 - terminated) (min_k Q_target_k(s', a') - alpha log pi(a'|s'))``,
@@ -71,10 +72,8 @@ class SACLoss(nn.Module):
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma)
-        if alpha_init <= 0:
-            raise ConfigError(f"loss.alpha_init={alpha_init}: must be > 0")
-        if num_critics < 1:
-            raise ConfigError(f"loss.num_critics={num_critics}: must be at least 1")
+        check_positive("loss.alpha_init", alpha_init)
+        check_at_least("loss.num_critics", num_critics)
         action_dim = int(action_space.shape[0])
         self.actor = SquashedGaussianActor(network, action_dim, features)
         if encodes_observations(observation_space):  # images, dictionaries: encoded, then the action joins

@@ -8,7 +8,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
-from rlplat.registry import ConfigError
+from rlplat.registry import check_at_least, check_in_range
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -36,10 +36,8 @@ class TargetSchedule:
     """
 
     def __init__(self, tau: float, interval: int, *pairs: tuple[nn.Module, nn.Module]) -> None:
-        if not 0.0 < tau <= 1.0:
-            raise ConfigError(f"loss.tau={tau}: must be in (0, 1]")
-        if interval < 1:
-            raise ConfigError(f"loss.target_update_interval={interval}: must be at least 1 update")
+        check_in_range("loss.tau", tau, 0, 1, low_open=True)
+        check_at_least("loss.target_update_interval", interval, unit="update")
         self.tau = tau
         self.interval = interval
         self.updates = 0

@@ -10,15 +10,16 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.actor_critic import check_unit_interval
+from rlplat.losses.base import LossModule
 from rlplat.losses.targets import TargetSchedule, frozen_copy
 from rlplat.networks.actor_critic import NetworkFactory
 from rlplat.networks.actors import DeterministicActor
 from rlplat.networks.exploration import NoisyDeterministicPolicy
 from rlplat.networks.q import ContinuousQEnsemble, encodes_observations, state_action_space
-from rlplat.registry import ConfigError
+from rlplat.registry import check_at_least, check_non_negative
 
 
-class TD3Loss(nn.Module):
+class TD3Loss(LossModule):
     """Clipped double-Q learning, target policy smoothing and delayed actor updates.
 
     ``a' = clip(mu_target(s') + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0, sigma)``;
@@ -69,10 +70,8 @@ class TD3Loss(nn.Module):
     ) -> None:
         super().__init__()
         check_unit_interval(gamma=gamma)
-        if policy_delay < 1:
-            raise ConfigError(f"loss.policy_delay={policy_delay}: must be at least 1")
-        if num_critics < 1:
-            raise ConfigError(f"loss.num_critics={num_critics}: must be at least 1")
+        check_at_least("loss.policy_delay", policy_delay)
+        check_at_least("loss.num_critics", num_critics)
         action_dim = int(action_space.shape[0])
         self.actor = DeterministicActor(network, action_dim, features)
         if encodes_observations(observation_space):  # images, dictionaries: encoded, then the action joins
@@ -88,14 +87,13 @@ class TD3Loss(nn.Module):
         )
         self.gamma = gamma
         self.policy_delay = policy_delay
-        # the actor is stepped on delayed updates only (Loss.delayed_groups); delayed_due, a
-        # bool set after each update, says whether the next is one: a compiled forward has
+        # the actor is stepped on delayed updates only (LossModule.delayed_groups); delayed_due,
+        # a bool set after each update, says whether the next is one: a compiled forward has
         # two variants rather than one per value of the update count
-        self.delayed_groups: tuple[str, ...] = ("actor",) if policy_delay > 1 else ()
+        self.delayed_groups = ("actor",) if policy_delay > 1 else ()
         self._set_delayed_due()
-        for key, value in (("target_policy_noise", target_policy_noise), ("target_noise_clip", target_noise_clip)):
-            if value < 0:
-                raise ConfigError(f"loss.{key}={value}: must be >= 0")
+        check_non_negative("loss.target_policy_noise", target_policy_noise)
+        check_non_negative("loss.target_noise_clip", target_noise_clip, allow_inf=True)  # inf: unclipped
         self.target_policy_noise = target_policy_noise
         self.target_noise_clip = target_noise_clip
 

@@ -9,7 +9,7 @@ import gymnasium
 import torch
 from torch import Tensor, nn
 
-from rlplat.networks.mlp import ACTIVATIONS
+from rlplat.networks.mlp import ACTIVATIONS, check_widths
 from rlplat.registry import ConfigError
 
 
@@ -114,12 +114,9 @@ class NatureCNN(nn.Module):
                 f"network=cnn needs image observations, a Box [channels, height, width] (e.g. env=pong); "
                 f"got {observation_space}"
             )
-        if out_features < 1:
-            raise ConfigError(f"loss.features={out_features}: must be >= 1")
         if activation not in ACTIVATIONS:
             raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
-        if min(hidden_sizes, default=1) < 1:
-            raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
+        check_widths(out_features, hidden_sizes)
         layers, width = conv_layers(shape, channels, kernel_sizes, strides, "network")
         for size in hidden_sizes:
             layers += [nn.Linear(width, int(size)), ACTIVATIONS[activation]()]

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from rlplat.networks.actors import DeterministicActor, SquashedGaussianActor
 from rlplat.networks.q import DiscreteQ
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_in_range, check_non_negative
 
 NOISE_TYPES = ("gaussian", "ou")
 
@@ -60,11 +60,9 @@ class EpsilonGreedy(_FrameCounter):
         self, q: DiscreteQ, num_actions: int, epsilon_start: float, epsilon_end: float, exploration_frames: int
     ) -> None:
         super().__init__()
-        for key, value in (("epsilon_start", epsilon_start), ("epsilon_end", epsilon_end)):
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"loss.{key}={value}: must be in [0, 1]")
-        if exploration_frames < 0:
-            raise ConfigError(f"loss.exploration_frames={exploration_frames}: must be >= 0 frames")
+        check_in_range("loss.epsilon_start", epsilon_start, 0, 1)
+        check_in_range("loss.epsilon_end", epsilon_end, 0, 1)
+        check_non_negative("loss.exploration_frames", exploration_frames, unit="frames")
         self.q = q
         self.num_actions = num_actions
         self.schedule = (epsilon_start, epsilon_end, exploration_frames)
@@ -98,8 +96,7 @@ class EpsilonGreedy(_FrameCounter):
 class _BoxExplorer(_FrameCounter):
     def __init__(self, action_dim: int, warmup_frames: int) -> None:
         super().__init__()
-        if warmup_frames < 0:
-            raise ConfigError(f"loss.warmup_frames={warmup_frames}: must be >= 0 frames")
+        check_non_negative("loss.warmup_frames", warmup_frames, unit="frames")
         self.action_dim = action_dim
         self.warmup_frames = warmup_frames
 
@@ -129,8 +126,7 @@ class NoisyDeterministicPolicy(_BoxExplorer):
         super().__init__(action_dim, warmup_frames)
         if noise_type not in NOISE_TYPES:
             raise ConfigError(f"loss.noise_type={noise_type!r}: valid: {', '.join(NOISE_TYPES)}")
-        if noise_std < 0:
-            raise ConfigError(f"loss.exploration_noise={noise_std}: must be >= 0")
+        check_non_negative("loss.exploration_noise", noise_std)
         self.actor = actor
         self.noise_type = noise_type
         self.noise_std = noise_std

@@ -23,6 +23,22 @@ FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
 }
 
 
+def check_widths(out_features: int, hidden_sizes: Sequence[int]) -> None:
+    """Raise ConfigError for a torso width or a hidden layer size below 1 (every network's rule).
+
+    Args:
+        out_features: The torso's output width, the loss's ``loss.features``.
+        hidden_sizes: ``network.hidden_sizes``, widths of the hidden layers.
+
+    Raises:
+        ConfigError: ``loss.features=0: must be >= 1``, ``network.hidden_sizes=[0]: sizes must be >= 1``.
+    """
+    if out_features < 1:
+        raise ConfigError(f"loss.features={out_features}: must be >= 1")
+    if min(hidden_sizes, default=1) < 1:
+        raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
+
+
 class MLP(nn.Module):
     """Flatten the observation, then Linear + activation layers up to ``out_features``.
 
@@ -64,10 +80,7 @@ class MLP(nn.Module):
         if activation not in ACTIVATIONS:
             raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
         sizes = [int(np.prod(observation_space.shape)), *hidden_sizes, out_features]
-        if min(hidden_sizes, default=1) < 1:
-            raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
-        if out_features < 1:  # the loss's torso width (loss.features)
-            raise ConfigError(f"loss.features={out_features}: must be >= 1")
+        check_widths(out_features, hidden_sizes)
         layers: list[nn.Module] = [nn.Flatten(start_dim=1)]
         for n_in, n_out in zip(sizes[:-1], sizes[1:]):
             linear = nn.Linear(n_in, n_out)

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from rlplat.networks.cnn import conv_layers, orthogonal_, pixels_as_float
-from rlplat.networks.mlp import ACTIVATIONS
+from rlplat.networks.mlp import ACTIVATIONS, check_widths
 from rlplat.registry import ConfigError
 
 IMAGE_DEFAULTS: dict[str, Any] = {
@@ -200,10 +200,7 @@ class MultiInput(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ConfigError(f"network.activation={activation!r}: valid: {', '.join(ACTIVATIONS)}")
-        if out_features < 1:
-            raise ConfigError(f"loss.features={out_features}: must be >= 1")
-        if min(hidden_sizes, default=1) < 1:
-            raise ConfigError(f"network.hidden_sizes={list(hidden_sizes)}: sizes must be >= 1")
+        check_widths(out_features, hidden_sizes)
         self.dict_input = isinstance(observation_space, gymnasium.spaces.Dict)
         spaces: dict[str, Any] = (
             dict(cast(gymnasium.spaces.Dict, observation_space).spaces)

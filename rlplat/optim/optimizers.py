@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, RangeError, check_non_negative, check_positive
 
 
 class SettingError(ConfigError):
@@ -29,14 +29,15 @@ class SettingError(ConfigError):
 
 
 def _check(name: str, lr: float, eps: float, weight_decay: float, **unit_interval: Any) -> None:
-    """Raise SettingError for a non-positive lr or eps, a negative weight decay, or a value of
-    ``unit_interval`` (a number, or a list of them, e.g. Adam's betas) outside [0, 1)."""
-    if lr <= 0:
-        raise SettingError("lr", lr, f"must be > 0 ({name})")
-    if eps <= 0:
-        raise SettingError("eps", eps, f"must be > 0 ({name})")
-    if weight_decay < 0:
-        raise SettingError("weight_decay", weight_decay, f"must be >= 0 ({name})")
+    """Raise SettingError for a non-positive lr or eps, a negative weight decay (null and NaN
+    included), or a value of ``unit_interval`` (a number, or a list of them, e.g. Adam's
+    betas) outside [0, 1)."""
+    try:
+        check_positive("lr", lr, note=name, show=repr)
+        check_positive("eps", eps, note=name, show=repr)
+        check_non_negative("weight_decay", weight_decay, note=name, show=repr)
+    except RangeError as error:  # the rule's words, the setting named under its node later
+        raise SettingError(error.key, error.value, error.rule) from None
     for key, value in unit_interval.items():
         values = value if isinstance(value, list | tuple) else [value]
         if key == "betas" and len(values) != 2:

@@ -8,7 +8,7 @@ with percentile confidence intervals from the stratified bootstrap, and, given a
 threshold, how many runs reached it and the median frames and wall seconds they took. Between
 groups: the probability of improvement P(A > B), the chance that a run of A scores above a
 run of B (ties count half), with its interval. Higher scores are better, but for a metric
-where lower is (:data:`rlplat.settings.LOWER_IS_BETTER`, e.g. ``time/to_target_s``): groups
+where lower is (:data:`rlplat.metrics.LOWER_IS_BETTER`, e.g. ``time/to_target_s``): groups
 are then ranked lowest first and the improvement is P(A < B).
 
 Reference: Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.metrics import LOWER_IS_BETTER
 from rlplat.registry import ConfigError
 from rlplat.report.curves import RunCurve
 from rlplat.report.stats import STATISTICS, Interval, aggregate, probability_of_improvement
-from rlplat.settings import LOWER_IS_BETTER
 from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM, SWEEP_TAG
 
 ARTIFACT_DIR = "report"  # artifact folder of the report on the parent run, and folder in the sweep dir
@@ -183,13 +183,13 @@ def compare(
         curves: One per run, each with a group and a task label; none empty.
         metric: Name of the metric the curves hold.
         threshold: Score counted as reached, at or above it (at or below it for a metric of
-            :data:`rlplat.settings.LOWER_IS_BETTER`); frames and seconds to it are reported.
+            :data:`rlplat.metrics.LOWER_IS_BETTER`); frames and seconds to it are reported.
         confidence: Confidence level of every interval, in (0, 1).
         resamples: Bootstrap resamples per interval.
         seed: Seed of the bootstrap's generator: the same runs give the same report.
         left_out: Runs not compared, by reason, to mention in the report.
         lower_is_better: The metric is better lower (an Optuna sweep that minimizes it); None:
-            for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` only.
+            for a metric of :data:`rlplat.metrics.LOWER_IS_BETTER` only.
 
     Returns:
         The report, groups sorted by IQM, best first (highest, or lowest when lower is better).
@@ -452,7 +452,7 @@ def report_runs(
         console: A rich console to print on (a new one on stdout when None).
         lower_is_better: The metric is better lower; None: as the sweep that the one target
             is the parent of was directed (its ``sweep.direction`` param, an Optuna sweep's),
-            else for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` only.
+            else for a metric of :data:`rlplat.metrics.LOWER_IS_BETTER` only.
 
     Raises:
         ConfigError: for targets that name nothing, a ``group_by`` key or metric no run has.

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from rlplat.metrics import DOWNTIME_SECONDS
 from rlplat.registry import ConfigError, closest
 from rlplat.report.curves import RunCurve
-from rlplat.settings import DOWNTIME_SECONDS, check_tracking_uri
 from rlplat.tags import OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SOURCE_RUN_TAG, SWEEP_TAG
+from rlplat.tracking.settings import check_tracking_uri
 
 IGNORED_PREFIXES = ("seed", "tracking.", "checkpoint.", "hydra.", "resume")
 """Override keys that do not change what a run learns: they never separate groups."""
@@ -257,7 +258,7 @@ def metric_value(stored: float) -> float:
 
 
 def downtime(client: Any, run: Any) -> Callable[[int], float]:
-    """The seconds ``run`` was down (stopped, then resumed: :data:`rlplat.settings.DOWNTIME_SECONDS`)
+    """The seconds ``run`` was down (stopped, then resumed: :data:`rlplat.metrics.DOWNTIME_SECONDS`)
     before a time, given in ms since the epoch; 0 for a run never resumed."""
     if DOWNTIME_SECONDS not in run.data.metrics:
         return lambda timestamp_ms: 0.0

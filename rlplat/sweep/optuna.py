@@ -67,12 +67,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlplat.hydra_ext.overrides import env_set_override, route
 from rlplat.registry import ConfigError, closest
+from rlplat.signals import LIFE, exit_status
 from rlplat.sweep.runs import (
     OPTUNA_JOURNAL,
     OPTUNA_RESULTS,
-    exit_status,
     log_to_active_parent,
-    sweep_stopped_by,
 )
 
 log = logging.getLogger(__name__)
@@ -405,7 +404,7 @@ class OptunaSearch:
                 for index in range(len(seeds))
             ]
             returns = self.launcher.launch(batch, initial_job_idx=jobs)
-            if (stopped := sweep_stopped_by()) is not None:  # the trials stay open, to be resumed one by one
+            if (stopped := LIFE.stopped_by) is not None:  # the trials stay open, to be resumed one by one
                 raise SystemExit(exit_status(stopped))
             for n, trial in enumerate(trials):
                 self._tell(study, trial, returns[n * len(seeds) : (n + 1) * len(seeds)])

@@ -39,10 +39,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rlplat.command_line import start_up_done
 from rlplat.hydra_ext.compose import activate_hydra_config
 from rlplat.hydra_ext.overrides import unroute
 from rlplat.registry import ConfigError
+from rlplat.signals import LIFE, exit_status
 from rlplat.sweep.optuna import check_sweeper
 from rlplat.sweep.runs import (
     JOB_TAG,
@@ -54,7 +54,6 @@ from rlplat.sweep.runs import (
     ParentRun,
     active_parent,
     child_tags,
-    exit_status,
     job_failures,
     log_to_active_parent,
     runs_in_local_workers,
@@ -62,9 +61,7 @@ from rlplat.sweep.runs import (
     set_active_parent,
     started_job_tags,
     sweep_directory,
-    sweep_stopped_by,
     sweeper_reports_failures,
-    wait_for_the_jobs_on_signals,
 )
 from rlplat.sweep.table import JobRow, failed_job_rows, job_rows, jobs_csv, print_job_table
 from rlplat.tags import DESCRIPTION_TAG, DIRECTION_PARAM, SIGNAL_TAG
@@ -90,7 +87,7 @@ END_WAIT_S = 600.0  # seconds a sweep's end waits for a tracking server that doe
 def _end_if_abandoned() -> None:
     """At exit of a sweep that stopped before its end: end its parent run KILLED, with the
     ``rlplat.signal`` tag of its children, when a signal stopped its jobs (a child carries
-    that tag and none FAILED, or the signal reached this process, :func:`sweep_stopped_by`);
+    that tag and none FAILED, or the signal reached this process, ``rlplat.signals.LIFE.stopped_by``);
     else FAILED (an error)."""
     parent = active_parent()
     if parent is None:
@@ -106,7 +103,7 @@ def _end_if_abandoned() -> None:
         with http_limits(retries=0, timeout_s=PROBE_TIMEOUT_S):
             children = client.search_runs([parent.experiment_id], f"tags.`{PARENT_TAG}` = '{parent.run_id}'")
             signals = sorted({c.data.tags[SIGNAL_TAG] for c in children if SIGNAL_TAG in c.data.tags})
-            if not signals and (stopped := sweep_stopped_by()) is not None:  # no job had begun its run
+            if not signals and (stopped := LIFE.stopped_by) is not None:  # no job had begun its run
                 signals = [stopped]
             if signals and not any(c.info.status == "FAILED" for c in children):
                 client.set_tag(parent.run_id, SIGNAL_TAG, signals[0])
@@ -120,7 +117,7 @@ def _end_if_abandoned() -> None:
 
 def _start_parent(config: DictConfig) -> ParentRun | None:
     """Create the sweep's parent run from the composed ``config``; None when tracking is off."""
-    from rlplat.settings import TrackingConfig
+    from rlplat.tracking.settings import TrackingConfig
     from rlplat.tracking.store import Tracker
 
     tracking = TrackingConfig.from_node(config.tracking)
@@ -190,8 +187,8 @@ def _record_the_jobs(uri: str, sweep_dir: Path) -> list[tuple[Path, str]]:
         print(f"rlplat-train: the tracking server at {uri} does not answer ({reason}): waiting up to "
               f"{END_WAIT_S:g} s to record the sweep's end", file=sys.stderr, flush=True)  # fmt: skip
 
-    problem = wait_for_server(uri, END_WAIT_S, say_waiting, give_up=lambda: sweep_stopped_by() is not None)
-    if (stopped := sweep_stopped_by()) is not None:
+    problem = wait_for_server(uri, END_WAIT_S, say_waiting, give_up=lambda: LIFE.stopped_by is not None)
+    if (stopped := LIFE.stopped_by) is not None:
         raise SystemExit(exit_status(stopped))
     if problem is not None:
         set_active_parent(None)  # nothing more can be recorded at exit either
@@ -237,8 +234,8 @@ class MlflowSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Check the sweeper's config (exit 2 with one line when bad), then start the parent run.
 
-        From here on, where the jobs run in this process or in local workers, SIGINT and
-        SIGTERM are recorded rather than raised (:func:`wait_for_the_jobs_on_signals`): one
+        From here on, where the jobs run in this process or in local workers, signals are
+        recorded rather than raised (:meth:`rlplat.signals.Life.sweep_waits`): one
         that comes while the parent run is created stops the sweep before any job starts,
         with one line and exit status 130 or 143, the parent run ended KILLED. Before, the
         command has recorded nothing: Ctrl-C stops it with one line
@@ -248,8 +245,8 @@ class MlflowSweep(Callback):
             check_sweeper(config)  # bad sweeper config: one message, nothing recorded
             check_launcher(config)
             if runs_in_local_workers(config.hydra) or runs_in_this_process(config.hydra):
-                wait_for_the_jobs_on_signals(main_process=True)
-            start_up_done()  # the sweep records from here
+                LIFE.sweep_waits(main_process=True)
+            LIFE.start_up_done()  # the sweep records from here
             self.parent = _start_parent(config)  # a store that cannot be used: one message (Hydra only warns)
         except ConfigError as error:
             print(f"rlplat-train: error: {error}", file=sys.stderr)
@@ -258,7 +255,7 @@ class MlflowSweep(Callback):
         if self.parent is not None:
             set_active_parent(self.parent)
             atexit.register(_end_if_abandoned)
-        if (stopped := sweep_stopped_by()) is not None:  # while the parent run was created
+        if (stopped := LIFE.stopped_by) is not None:  # while the parent run was created
             recorded = "nothing recorded" if self.parent is None else f"its parent run {self.parent.run_id} ends KILLED"
             print(f"rlplat-train: stopped by {stopped} before the sweep's first job: {recorded}", file=sys.stderr)
             raise SystemExit(exit_status(stopped))
@@ -267,7 +264,7 @@ class MlflowSweep(Callback):
         """Print the job table, log it and the best job on the parent run, end the parent
         FINISHED; or, when a signal stopped the jobs of local workers, exit 130 or 143 (the
         parent ends KILLED at exit, as when a signal stops the basic launcher's job)."""
-        if (stopped := sweep_stopped_by()) is not None:
+        if (stopped := LIFE.stopped_by) is not None:
             raise SystemExit(exit_status(stopped))
         sweep_dir = Path(sweep_directory(config.hydra))
         failures = job_failures(sweep_dir)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlplat.settings import TO_TARGET, TRAIN_SECONDS
+from rlplat.metrics import TO_TARGET, TRAIN_SECONDS
 from rlplat.sweep.optuna import (
     ENV_SEED_INDEX,
     ENV_SEEDS,

@@ -8,13 +8,12 @@ logged.
 from __future__ import annotations
 
 import json
+import math
 import os
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from hydra.conf import HydraConf
@@ -36,18 +35,16 @@ __all__ = [
     "started_job_tags",
     "log_to_active_parent",
     "set_active_parent",
-    "stop_sweep",
     "JobFailure",
+    "job_failed",
+    "ERROR_FILE",
     "FAILED_JOBS_FILE",
     "record_job_failure",
     "job_failures",
     "sweeper_reports_failures",
     "typed_overrides",
-    "sweep_stopped_by",
     "runs_in_local_workers",
     "runs_in_this_process",
-    "wait_for_the_jobs_on_signals",
-    "exit_status",
     "JOBLIB_LAUNCHER",
     "OPTUNA_JOURNAL",
     "OPTUNA_RESULTS",
@@ -84,8 +81,6 @@ def set_active_parent(parent: ParentRun | None) -> None:
     global _active_parent
     _active_parent = parent
 
-
-_stopped_by: str | None = None
 
 FAILED_JOBS_FILE = "failed_jobs.jsonl"
 """In a sweep's directory: one JSON line per failed job (:class:`JobFailure`), which the
@@ -124,6 +119,45 @@ def record_job_failure(sweep_dir: Path, failure: JobFailure) -> None:
         os.close(descriptor)
 
 
+ERROR_FILE = "error.txt"
+"""Written into a failed sweep job's run directory: the traceback of what stopped it."""
+
+
+def job_failed(error: Exception, hydra_cfg: Any, command: str, output_dir: Path) -> float:
+    """A sweep's job failed with ``error``: one line now, a record for the sweep's end
+    (:func:`record_job_failure`: the job table and one line per failed job,
+    exit status 1), and a NaN objective, so that no launcher or sweeper prints a traceback.
+    An error other than bad input leaves its traceback in the run directory's :data:`ERROR_FILE`.
+
+    Raised again instead: with ``HYDRA_FULL_ERROR=1``; for a sweeper that takes failed jobs
+    itself (:func:`sweeper_reports_failures`), after the record; and a
+    pruner's ``TrialPruned``, which is no failure.
+    """
+    import traceback
+
+    from rlplat.registry import ConfigError, PluginError
+    from rlplat.tracking.records import read_run_file
+
+    optuna = sys.modules.get("optuna")
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" or (optuna is not None and isinstance(error, optuna.TrialPruned)):
+        raise error
+    bad_input = isinstance(error, (ConfigError, PluginError))
+    reason = " ".join(str(error).split()) if bad_input else f"{type(error).__name__}: {' '.join(str(error).split())}"
+    details = None
+    if not bad_input and output_dir.is_dir():
+        details = output_dir / ERROR_FILE
+        details.write_text("".join(traceback.format_exception(error)))
+    run_id = read_run_file(output_dir).get("run_id") if output_dir.is_dir() else None
+    failure = JobFailure(
+        int(hydra_cfg.job.num), typed_overrides(hydra_cfg), reason, command, run_id, str(details) if details else None
+    )
+    record_job_failure(Path(sweep_directory(hydra_cfg)), failure)
+    print(f"rlplat-train: error: job {failure.job} failed: {reason}", file=sys.stderr)
+    if sweeper_reports_failures(hydra_cfg):
+        raise error
+    return math.nan
+
+
 def job_failures(sweep_dir: Path) -> dict[int, JobFailure]:
     """The failed jobs the sweep's :data:`FAILED_JOBS_FILE` records, by job number (the last
     record of a job that failed twice); empty when none did. Unreadable lines are skipped."""
@@ -151,65 +185,6 @@ def sweeper_reports_failures(hydra_cfg: Any) -> bool:
     return bool(hydra_cfg.sweeper.get("_target_") == RLPLAT_OPTUNA_SWEEPER)
 
 
-def sweep_stopped_by() -> str | None:
-    """The signal (``"SIGINT"``, ``"SIGTERM"``) that stopped this process's part of a sweep
-    whose jobs run in local worker processes (:func:`stop_sweep`); None while it goes on."""
-    return _stopped_by
-
-
-def stop_sweep(signal_name: str | None) -> None:
-    """Record that ``signal_name`` stopped the sweep in this process (None: clear it).
-
-    In a worker of the parallel launcher, set when a job stopped on a signal: the worker's
-    later jobs of the sweep are left for ``resume=<sweep dir>`` to start. In the main process,
-    set by the first signal: the sweep then stops once its workers have checkpointed their jobs.
-    """
-    global _stopped_by
-    _stopped_by = signal_name
-
-
-_signals_after_the_first: list[str] = []
-_in_main_process = False  # the sweep's main process (which says what it does), not a worker
-
-
-def _stop_after_the_jobs(signum: int, frame: FrameType | None) -> None:
-    """SIGINT's and SIGTERM's handler (:func:`wait_for_the_jobs_on_signals`)."""
-    name = signal.Signals(signum).name
-    if _stopped_by is None:
-        stop_sweep(name)
-        if _in_main_process:
-            print(f"\nrlplat-train: {name}: the sweep starts no more jobs and stops when its running jobs have",
-                  file=sys.stderr)  # fmt: skip
-        return
-    _signals_after_the_first.append(name)
-    if len(_signals_after_the_first) == 1:
-        print(f"\nrlplat-train: {name}: waiting for the jobs to end their runs (again to kill them)", file=sys.stderr)
-    else:
-        raise SystemExit(exit_status(name))
-
-
-def wait_for_the_jobs_on_signals(main_process: bool = False) -> None:
-    """Handle SIGINT and SIGTERM in the main process and the workers of the parallel launcher,
-    and in the main process of the basic launcher (which runs the jobs itself), outside a
-    job's training (which handles them itself: :func:`rlplat.cli.run.signals_handled`).
-
-    A signal from the terminal reaches every process of the sweep (one process group): the
-    jobs in training stop after their rollout with a checkpoint, or at once on a second
-    signal, and end their runs KILLED. Elsewhere the signal is only recorded
-    (:func:`stop_sweep`), never raised in the middle of Hydra's or torch's code: the main
-    process waits for the workers to return (raising there would make joblib kill them with
-    their runs still RUNNING), a job in its start-up stops once its training starts, and no
-    further job starts. A third signal gives up waiting: exit 130 or 143 at once.
-
-    Args:
-        main_process: This is the sweep's main process (it prints what the first signal does).
-    """
-    global _in_main_process
-    _in_main_process = _in_main_process or main_process
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _stop_after_the_jobs)
-
-
 JOBLIB_LAUNCHER = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
 """``_target_`` of ``hydra/launcher=parallel`` (conf/hydra/launcher/parallel.yaml)."""
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
@@ -227,11 +202,6 @@ def runs_in_local_workers(hydra_cfg: Any) -> bool:
     launcher, joblib's loky workers), which a Ctrl-C in the terminal reaches as it reaches
     the main process."""
     return bool(hydra_cfg.launcher.get("_target_") == JOBLIB_LAUNCHER)
-
-
-def exit_status(signal_name: str) -> int:
-    """The exit status of a process stopped by ``signal_name``: 128 + its number (130, 143)."""
-    return 128 + signal.Signals[signal_name].value
 
 
 def sweep_directory(hydra_cfg: Any) -> str:

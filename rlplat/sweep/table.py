@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rlplat.metrics import DOWNTIME_SECONDS, LOWER_IS_BETTER
 from rlplat.report.runs import metric_value
-from rlplat.settings import DOWNTIME_SECONDS, LOWER_IS_BETTER
 from rlplat.sweep.runs import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, JobFailure, ParentRun
 from rlplat.tags import RESTARTED_TAG, WAITED_TAG
 
@@ -38,7 +38,7 @@ def job_rows(client: Any, parent: ParentRun, objective: str, lower_is_better: bo
         parent: The sweep's parent run.
         objective: Metric the jobs are sorted by: descending, but ascending when lower is better.
         lower_is_better: The objective is better lower (an Optuna sweep that minimizes it);
-            None: for a metric of :data:`rlplat.settings.LOWER_IS_BETTER` (seconds to a target).
+            None: for a metric of :data:`rlplat.metrics.LOWER_IS_BETTER` (seconds to a target).
 
     Returns:
         One row per child run (but those whose job was started again, tag ``rlplat.restarted``);

@@ -14,7 +14,7 @@ from rlplat import keys
 from rlplat.accel import Acceleration, compare_gradients
 from rlplat.collectors.base import Policy, act_function
 from rlplat.envs.base import space_shape
-from rlplat.losses.base import Loss
+from rlplat.losses.base import Loss, declared, undeclared_reason
 from rlplat.testing._common import (
     BOX_ACTIONS,
     DISCRETE_ACTIONS,
@@ -50,7 +50,8 @@ def check_loss(
     ``(observation_space, action_space, network, **kwargs)`` with ``network`` the
     configured torso factory, and checks:
 
-    * it implements :class:`rlplat.losses.base.Loss` (every missing member named);
+    * it implements :class:`rlplat.losses.base.Loss` (every missing member named), and
+      subclasses :class:`rlplat.losses.base.LossModule` if it defines an optional member;
     * ``policy.act`` maps ``[N, *obs_shape]`` float32 (N = B and 1, stochastic and
       deterministic) to actions ``[N, A]`` float32 in ``[-1, 1]``-space (Box) or ``[N]``
       int64 in range (Discrete) and ``[N]`` float32 log-probabilities; the policy's
@@ -61,23 +62,22 @@ def check_loss(
       exactly one group;
     * ``updates`` updates as the trainer makes them on ``[N]`` minibatches (``[N, L]``
       windows when ``sequence_length`` is L > 1), holding only the loss's ``in_keys`` when it
-      declares them (each a key of the preprocessed rollout): the output is a TensorDict of batch
-      size ``[]`` with at least one ``loss_*`` term, every value a finite scalar, diagnostics
-      without gradients; the summed ``loss_*`` terms back-propagate finite gradients into every
-      trainable parameter (over the updates); an SGD step per group, then ``after_update()``;
-    * each accelerated path of :mod:`rlplat.accel` that covers the loss (exact built-in
-      classes) agrees with its definition, autograd or ``policy.act`` (:mod:`rlplat.accel.check`);
-    * ``state_dict()`` is a mapping ``torch.save`` can write.
+      declares them (:class:`rlplat.losses.base.LossModule`; each a key of the preprocessed
+      rollout): the output is a TensorDict of batch size ``[]`` with at least one ``loss_*``
+      term, every value a finite scalar, diagnostics without gradients; the summed ``loss_*``
+      terms back-propagate finite gradients into every trainable parameter (over the
+      updates); an SGD step per group, then ``after_update()``;
+    * each accelerated path of :mod:`rlplat.accel` that covers the loss agrees with its
+      definition (:mod:`rlplat.accel.check`); ``state_dict()`` is a mapping ``torch.save`` writes.
 
     Args:
         entry: Registered loss name, or the constructor itself.
         kwargs: The YAML keyword arguments (a ``name`` key is ignored).
         action_spaces: Action spaces to check in; by default a ``Box(2)`` and a
-            ``Discrete(3)``, those of the loss's ``action_spaces`` class attribute.
+            ``Discrete(3)``, those of the loss's ``LossModule.action_spaces``.
         observation_space: The env observation space rlplat would supply.
         network: ``(network entry, its YAML kwargs)`` of the torso.
-        rollout_shape: ``(T, B)`` of the synthetic rollout.
-        batch_size: N, samples per minibatch.
+        rollout_shape, batch_size: ``(T, B)`` of the synthetic rollout; N, per minibatch.
         updates: Gradient updates made.
         seed: Seed of torch's generator and of the data.
 
@@ -95,13 +95,23 @@ def check_loss(
 
 
 def _declared_action_spaces(loss_entry: Subject) -> list[gymnasium.Space]:
-    """``Box(2)`` and ``Discrete(3)``, those the constructor's ``action_spaces`` attribute
-    (read before construction, as rlplat does) lists; both when it declares none."""
-    declared = getattr(loss_entry.target(), "action_spaces", None)
-    declared = tuple(declared or (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
-    spaces = [space for space in (BOX_ACTIONS, DISCRETE_ACTIONS) if isinstance(space, declared)]
-    loss_entry.expect(spaces, f"its action_spaces attribute {declared} names neither Box nor Discrete")
+    """``Box(2)`` and ``Discrete(3)``, those the constructor's class attribute ``action_spaces``
+    (:class:`rlplat.losses.base.LossModule`; read before construction, as rlplat does) lists;
+    both when it declares none."""
+    target = loss_entry.target()
+    _check_declared(loss_entry, target)
+    supported = declared(target).action_spaces
+    spaces: list[gymnasium.Space] = [s for s in (BOX_ACTIONS, DISCRETE_ACTIONS) if isinstance(s, supported)]
+    loss_entry.expect(spaces, f"its action_spaces attribute {supported} names neither Box nor Discrete")
     return spaces
+
+
+def _check_declared(loss_entry: Subject, loss: object) -> None:
+    """Fail where ``loss`` (the entry's class, or the loss it built) defines an optional member
+    of :class:`rlplat.losses.base.LossModule` without subclassing it, as a run would
+    (:func:`rlplat.build.check_declared`)."""
+    reason = undeclared_reason(loss)
+    loss_entry.expect(reason is None, str(reason))
 
 
 def _build(loss_entry: Subject, kwargs: Any, observation_space: Any, action_space: Any, network: Any) -> Loss:
@@ -113,6 +123,7 @@ def _build(loss_entry: Subject, kwargs: Any, observation_space: Any, action_spac
     with loss_entry.running(f"the constructor (action_space={action_space})"):
         loss = loss_entry.build(kwargs, observation_space, action_space, network_factory)
     loss_entry.conforms(loss, Loss)
+    _check_declared(loss_entry, loss)
     return loss
 
 
@@ -143,7 +154,7 @@ def _check_in(
     )
     dropped = set(rollout.keys(True, True)) - set(processed.keys(True, True))
     loss_entry.expect(not dropped, f"preprocess dropped the keys {sorted(map(str, dropped))}{what}")
-    in_keys = getattr(loss, "in_keys", None)
+    in_keys = declared(loss).in_keys
     if in_keys is not None:  # the trainer buffers only these
         absent = [str(key) for key in in_keys if key not in processed.keys(True, True)]
         loss_entry.expect(not absent, f"in_keys {absent} are not keys of the preprocessed rollout{what}")
@@ -226,9 +237,10 @@ def check_param_groups(entry: Subject, loss: Loss) -> dict[str, list[nn.Paramete
 
 
 def _named_parameters(loss: Loss) -> dict[str, nn.Parameter]:
-    named = getattr(loss, "named_parameters", None)
-    if callable(named):
-        return dict(named())
+    """The loss's parameters by name: ``named_parameters()`` of an ``nn.Module``, else
+    ``parameters()[i]``."""
+    if isinstance(loss, nn.Module):
+        return dict(loss.named_parameters())
     return {f"parameters()[{i}]": p for i, p in enumerate(loss.parameters())}
 
 

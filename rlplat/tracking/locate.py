@@ -5,13 +5,14 @@ below the build, not in the command-line layer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from rlplat.checkpoint import CHECKPOINT_DIR, FINAL, CheckpointError, load_checkpoint, load_newest
 from rlplat.registry import ConfigError
-from rlplat.tracking.records import read_run_file
+from rlplat.tracking.records import read_run_file, run_tags, write_run_file
 
 SWEEP_FILE = "multirun.yaml"
 """Hydra's basic sweeper writes it at the top of its sweep directory, before the first job starts."""
@@ -191,3 +192,40 @@ def _located(
     record = read_run_file(run_dir) if run_dir is not None else {}
     run_id, uri = run or (record.get("run_id"), record.get("tracking_uri"))
     return Located(checkpoint, state, run_dir, run_id, uri)
+
+
+def run_to_continue(
+    located: Located, tracking: Any, target: str, warn: Callable[[str], None]
+) -> tuple[str | None, dict[str, str]]:
+    """The MLflow run a resume continues, and the tags of a new one when there is none: a run
+    directory killed before it recorded its run (``rlplat_run.json``) continues the run that
+    carries its directory in its tags, else a new run (with a warning)."""
+    assert located.run_dir is not None
+    if read_run_file(located.run_dir):
+        return located.run_id, {}
+    found = run_of_dir(located.run_dir, tracking.uri, tracking.experiment)
+    if found is not None:
+        write_run_file(located.run_dir, found[0], tracking.uri, found[1])
+        return found[0], {}
+    warn(
+        f"{located.run_dir} has no MLflow run in {tracking.uri} (stopped before one was created): "
+        "the resumed run is recorded as a new run"
+    )
+    return located.run_id, new_run_tags(located.state["config"], located.run_dir, target)
+
+
+def new_run_tags(config: Any, run_dir: Path, target: str) -> dict[str, str]:
+    """The tags of a new MLflow run for a resumed run directory that has none: algo and env
+    as Hydra chose them (its ``.hydra/hydra.yaml``), else the loss's name and the env's id."""
+    from omegaconf import OmegaConf
+
+    from rlplat import __version__
+    from rlplat.envs.probe import EnvSpec
+
+    choices: dict[str, Any] = {}
+    hydra_file = run_dir / ".hydra" / "hydra.yaml"
+    if hydra_file.is_file():
+        choices = dict(OmegaConf.load(hydra_file).hydra.runtime.choices)
+    algo = str(choices.get("algo") or config["loss"]["name"])
+    env = str(choices.get("env") or EnvSpec.from_node(config["env"]).title)
+    return run_tags(algo, env, int(config["seed"]), __version__, f"rlplat-train resume={target}", Path.cwd())

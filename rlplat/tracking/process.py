@@ -22,7 +22,8 @@ error found by the parent's build leaves no store and no experiment behind):
 
 The child runs at a lower scheduling priority (:data:`NICENESS`): on a machine with few
 cores, its MLflow import and its writes yield to the training process rather than slow it.
-The child ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group): the parent
+The child ignores the signals that stop a run (a Ctrl-C reaches the whole process group: see
+:mod:`rlplat.signals`): the parent
 ends the run, KILLED, as it would in-process. A parent that dies without ending the run
 (``kill -9``) closes the pipe, and one that closes it without ending the run sends ``close``;
 the child then ends the run FAILED, so that it does not stay RUNNING, and a resume reopens it
@@ -39,7 +40,6 @@ import contextlib
 import gc
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -49,8 +49,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rlplat.command_line import start_up_done
 from rlplat.registry import ConfigError
+from rlplat.signals import LIFE, ignore_signals
 
 START_TIMEOUT_S = 300.0  # the longest a parent waits for the child's answer (a new store's tables take seconds)
 END_TIMEOUT_S = 120.0  # the longest it waits for the child to end the run (Tracker.end tries for 30 s)
@@ -76,8 +76,7 @@ def _serve(connection: Connection) -> None:
     store's URI, the experiment); open an existing store, build the Tracker at the parent's
     first call after it (nothing is written before the parent asks: a bad config found while
     the parent builds leaves no store behind), then run the parent's calls until ``end``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignore_signals()  # the parent ends this process
     gc.disable()  # MLflow's imports would set off several full collections that free nothing
     from rlplat.tracking.store import Tracker, warm_up
 
@@ -91,7 +90,7 @@ def _serve(connection: Connection) -> None:
     warm_up(uri)
     # The imports left ~300k objects that every full garbage collection would scan (~0.15 s
     # each): exempt them from all collections, then let the collector run for the rest.
-    start_up_done()
+    LIFE.start_up_done()
     tracker: Tracker | None = None
     parent_gone = False  # a reply could not be sent: the calls sent before the parent died are still recorded
     while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -121,3 +122,90 @@ class TrackerCallback:
     def on_checkpoint(self, path: Path, best: bool) -> None:
         """Upload the checkpoint file."""
         self.tracker.log_artifact(path, "checkpoints")
+
+
+class RunRecord:
+    """Trainer callback that writes the run directory's :data:`RUN_FILE` (the MLflow run's
+    id, store and experiment: what ``resume=<run dir>`` reads) and tells a sweep's reporter
+    the run's id, once the run exists.
+
+    The tracker creates the run while training starts (:meth:`TrackerProcess.begin`); the
+    record is written at the first log step, evaluation (``best.pt``) or ``final.pt`` after
+    the tracker has answered, without waiting for it; it waits only once the run can be
+    resumed, at the first of these hooks after a periodic checkpoint (what a resume reads)
+    was written, and at the run's end. A run that is not yet resumable never waits for its
+    MLflow run. An error of the creation (a tracking server that does not answer:
+    ``ConfigError``) is raised there.
+
+    Args:
+        tracker: The run's tracker, its run begun (or reopened).
+        output_dir: The run directory.
+        uri: The tracking URI, as recorded.
+        reporter: A sweep's trial reporter (told the run's id: ``link_run``), or None.
+        written: The record exists already (a resumed run).
+    """
+
+    def __init__(self, tracker: Any, output_dir: Path, uri: str, reporter: Any = None, written: bool = False) -> None:
+        self.tracker, self.output_dir, self.uri, self.reporter = tracker, output_dir, uri, reporter
+        self.written = written
+        self._raised: BaseException | None = None  # the creation's error, once raised from a hook
+
+    def write(self) -> None:
+        """Write the record (once); waits for the run's creation and raises its error. A run
+        whose creation waits for the tracking server (a sweep's job) is left to its tracker,
+        which writes the record when it creates the run."""
+        if self.written:
+            return
+        run_id = self.tracker.started()
+        if run_id is None:
+            self.written = True
+            return
+        if self.reporter is not None:
+            self.reporter.link_run(run_id)
+        write_run_file(self.output_dir, run_id, self.uri, self.tracker.experiment_id)
+        self.written = True
+
+    def run_exists(self, finished: bool) -> bool:
+        """Whether the run was created (waits for its creation). A creation that failed is
+        raised when training finished; when training stopped for another reason (being
+        raised), it is reported on stderr, unless it is that reason."""
+        try:
+            self.tracker.started()
+        except Exception as error:
+            if finished:
+                raise
+            if error is not self._raised:
+                print(f"rlplat-train: warning: the run was not recorded in MLflow ({error})", file=sys.stderr)
+            return False
+        return True
+
+    def _write_from_hook(self) -> None:
+        try:
+            self.write()
+        except Exception as error:
+            self._raised = error
+            raise
+
+    def _write_when_due(self) -> None:
+        """Write the record once the tracker has answered, or, waiting for it, once the run
+        has a periodic checkpoint (it can be resumed from then on)."""
+        if self.written:
+            return
+        from rlplat.checkpoint import periodic_checkpoints  # torch: only once training runs
+
+        if self.tracker.start_answered() or periodic_checkpoints(self.output_dir):
+            self._write_from_hook()
+
+    def on_log(self, metrics: Mapping[str, float], frames: int) -> None:
+        """A log step: write the record when due."""
+        self._write_when_due()
+
+    def on_evaluation(self, metrics: Mapping[str, float], frames: int) -> None:
+        """Nothing more: an evaluation was logged first."""
+
+    def on_checkpoint(self, path: Path, best: bool) -> None:
+        """``best.pt``: as a log step. ``final.pt``: write the record, waiting for the run."""
+        if best:
+            self._write_when_due()
+        else:
+            self._write_from_hook()

@@ -32,8 +32,8 @@ from mlflow.environment_variables import (
 )
 from mlflow.exceptions import MlflowException
 
+from rlplat.metrics import DOWNTIME_SECONDS, TRAIN_SECONDS
 from rlplat.registry import ConfigError
-from rlplat.settings import DOWNTIME_SECONDS, TRAIN_SECONDS
 from rlplat.tags import RUN_DIR_TAG, WAITED_TAG
 from rlplat.tracking.pending import PENDING_FILE, KeptRun, PendingRun, save_pending
 from rlplat.tracking.records import write_run_file
@@ -503,7 +503,7 @@ class Tracker:
         nothing is logged again. End it with :meth:`end` as a started run.
 
         Given ``resumed_at`` (``time.time()`` when the resuming process started), the time the
-        run was down is added to :data:`rlplat.settings.DOWNTIME_SECONDS`.
+        run was down is added to :data:`rlplat.metrics.DOWNTIME_SECONDS`.
 
         Raises:
             ConfigError: when the store has no such run, it was deleted, or the tracking

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rlplat.registry import ConfigError
+from rlplat.registry import ConfigError, check_in_range, check_positive
 from rlplat.transforms.base import Transform
 
 
@@ -108,9 +108,8 @@ class ObservationNorm(Transform):
     ) -> None:
         super().__init__()
         _check_float_box(observation_space)
-        for key, value in (("clip", clip), ("epsilon", epsilon)):
-            if value <= 0:
-                raise ConfigError(f"transforms.obs_norm.{key}={value}: must be > 0")
+        check_positive("transforms.obs_norm.clip", clip, allow_inf=True)  # inf: unclipped
+        check_positive("transforms.obs_norm.epsilon", epsilon)
         self.clip = float(clip)
         self.epsilon = float(epsilon)
         shape = tuple(observation_space.shape or ())
@@ -239,11 +238,9 @@ class RewardScale(Transform):
         epsilon: float = 1e-8,
     ) -> None:
         super().__init__()
-        if not 0.0 <= gamma <= 1.0:
-            raise ConfigError(f"transforms.reward_scale.gamma={gamma}: must be in [0, 1]")
-        for key, value in (("clip", clip), ("epsilon", epsilon)):
-            if value <= 0:
-                raise ConfigError(f"transforms.reward_scale.{key}={value}: must be > 0")
+        check_in_range("transforms.reward_scale.gamma", gamma, 0, 1)
+        check_positive("transforms.reward_scale.clip", clip, allow_inf=True)  # inf: unclipped
+        check_positive("transforms.reward_scale.epsilon", epsilon)
         self.gamma = float(gamma)
         self.clip = float(clip)
         self.epsilon = float(epsilon)
@@ -295,8 +292,7 @@ class RewardClip(Transform):
 
     def __init__(self, observation_space: gymnasium.Space, bound: float = 1.0) -> None:
         super().__init__()
-        if not bound > 0:
-            raise ConfigError(f"transforms.reward_clip.bound={bound!r}: must be > 0")
+        check_positive("transforms.reward_clip.bound", bound, show=repr, allow_inf=True)  # inf: unclipped
         self.bound = float(bound)
 
     def transform_reward(self, reward: Tensor, done: Tensor, update: bool) -> Tensor:

@@ -1,18 +1,19 @@
 """Bad input through the real ``rlplat-train``: exit status 2, exactly one stderr line that
 names the key, the value and what is valid, no traceback, no run, run directory or store
-left behind, within 2 seconds of the command.
+left behind.
 
 The inputs are the rows of the bad-input table of docs/guides/configuration.md, each with
 where it is checked and the exact line the user sees: every row is run here and its line
 compared, so the table cannot drift, and :data:`NEEDLES` (what each line must say) must name
-exactly the table's rows. Rows checked by the build, after torch is imported, are not held to the 2 seconds.
+exactly the table's rows. How soon each line comes (the promise: within 2 seconds, for the
+rows checked before torch is imported) is measured by benchmarks/bad_input.py (``make bench``),
+not here: a busy machine would fail a wall-clock bound.
 """
 
 from __future__ import annotations
 
 import shlex
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,6 @@ from mlflow import MlflowClient
 
 TABLE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "configuration.md"
 TABLE_START, TABLE_END = "<!-- bad-input-table:start -->", "<!-- bad-input-table:end -->"
-SECONDS = 2.0
-"""The promise: bad input is reported within this many seconds of the command."""
-SLACK = 1.0
-"""Allowance for a loaded CI machine on top of :data:`SECONDS`; each figure is printed."""
-
 NEEDLES = {
     "trainer.total_frames=abc": ["trainer.total_frames='abc'", "must be an integer (int)", "like the default"],
     "optim.lr=[1]": ["optim.lr=[1]", "must be a number (float)", "like the default"],
@@ -76,25 +72,20 @@ ROWS = table_rows()
 
 def run_bad(args: list[str], cwd: Path, store: str, env: dict[str, str] | None = None):
     """Run ``rlplat-train *args`` in ``cwd`` (where ``notes.txt`` is a file), recording to
-    ``store`` unless ``args`` name a store; returns (CompletedProcess, seconds)."""
+    ``store`` unless ``args`` name a store."""
     (cwd / "notes.txt").write_text("a file, not a directory\n")
     store_args = [] if any(a.startswith("tracking.uri=") for a in args) else [f"tracking.uri={store}"]
-    start = time.perf_counter()
-    result = cli("rlplat-train", *args, *store_args, cwd=cwd, env=env, timeout=60)
-    return result, time.perf_counter() - start
+    return cli("rlplat-train", *args, *store_args, cwd=cwd, env=env, timeout=120)
 
 
-def assert_reported(result, elapsed: float, cwd: Path, store: str, *, timed: bool = True) -> str:
-    """Exit 2, one ``rlplat-train: error:`` line, no traceback, nothing written, in time
-    (when ``timed``)."""
-    print(f"reported after {elapsed:.2f} s")
+def assert_reported(result, cwd: Path, store: str) -> str:
+    """Exit 2, one ``rlplat-train: error:`` line, no traceback, nothing written; returns the line."""
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("rlplat-train: error: "), result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert not (cwd / "outputs").exists(), sorted(map(str, (cwd / "outputs").rglob("*")))
     assert not Path(store.removeprefix("sqlite:///")).exists()
-    assert not timed or elapsed < SECONDS + SLACK, f"reported after {elapsed:.2f} s"
     return lines[0]
 
 
@@ -103,9 +94,8 @@ def test_the_readme_table_lists_every_tested_input():
 
 
 @pytest.mark.parametrize("command,checked,line", ROWS, ids=[command for command, _, _ in ROWS])
-def test_bad_input_is_one_line_within_two_seconds_and_leaves_nothing(command, checked, line, tmp_path, store):
-    result, elapsed = run_bad(shlex.split(command), tmp_path, store)
-    reported = assert_reported(result, elapsed, tmp_path, store, timed="after torch" not in checked)
+def test_bad_input_is_one_line_and_leaves_nothing(command, checked, line, tmp_path, store):
+    reported = assert_reported(run_bad(shlex.split(command), tmp_path, store), tmp_path, store)
     assert reported == line
     for needle in NEEDLES[command]:
         assert needle in reported
@@ -120,30 +110,29 @@ def test_a_plugin_env_whose_constructor_raises(tmp_path, store):
     install_distribution(
         site, "broken-env", {"rlplat.envs": {"broken": "broken_env:make"}}, {"broken_env.py": textwrap.dedent(source)}
     )
-    result, elapsed = run_bad(["env=broken"], tmp_path, store, env={"PYTHONPATH": str(site)})
-    line = assert_reported(result, elapsed, tmp_path, store)
+    result = run_bad(["env=broken"], tmp_path, store, env={"PYTHONPATH": str(site)})
+    line = assert_reported(result, tmp_path, store)
     assert line == "rlplat-train: error: env 'broken' failed to build: RuntimeError: no display here"
 
 
 @pytest.mark.parametrize("directory", ["/proc/rlplat/run", "/sys/rlplat"])
 def test_a_run_directory_on_a_virtual_file_system_is_one_line(directory, tmp_path, store):
     """/proc and /sys refuse new entries even to root, whom every permission check lets through."""
-    result, elapsed = run_bad([f"hydra.run.dir={directory}"], tmp_path, store)
-    line = assert_reported(result, elapsed, tmp_path, store)
+    line = assert_reported(run_bad([f"hydra.run.dir={directory}"], tmp_path, store), tmp_path, store)
     assert line.startswith(f"rlplat-train: error: hydra.run.dir={directory!r}: not writable (")
     assert not Path(directory).exists()
 
 
 def test_full_error_keeps_the_traceback_of_hydras_errors_and_rlplats(tmp_path, store):
     for args in (["foo=bar"], ["trainer.total_frames=abc"], ["trainer.total_frames=[1"]):
-        result, _ = run_bad(args, tmp_path, store, env={"HYDRA_FULL_ERROR": "1"})
+        result = run_bad(args, tmp_path, store, env={"HYDRA_FULL_ERROR": "1"})
         assert result.returncode != 0 and "Traceback" in result.stderr, args
 
 
 def test_a_sweep_on_a_store_that_cannot_be_used_is_one_line_before_any_job(tmp_path, store):
     # the sweep's parent run is created by a Hydra callback, whose errors Hydra only warns about
-    result, elapsed = run_bad(["-m", "seed=0,1", "tracking.uri=sqlite:///notes.txt"], tmp_path, store)
-    line = assert_reported(result, elapsed, tmp_path, store, timed=False)
+    result = run_bad(["-m", "seed=0,1", "tracking.uri=sqlite:///notes.txt"], tmp_path, store)
+    line = assert_reported(result, tmp_path, store)
     assert "'notes.txt' is a file but not an SQLite database" in line
 
 
@@ -178,8 +167,7 @@ def test_values_every_range_check_would_let_through_are_one_line(command, needle
     args = shlex.split(command)
     if not any(a.startswith("env=") for a in args):
         args.append("env=pendulum")
-    result, elapsed = run_bad(args, tmp_path, store)
-    assert needle in assert_reported(result, elapsed, tmp_path, store, timed=False)
+    assert needle in assert_reported(run_bad(args, tmp_path, store), tmp_path, store)
 
 
 def test_sac_takes_auto_for_its_target_entropy(tmp_path, store):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 import torch
 from conftest import BIN, TINY, cli, install_distribution
 from mlflow import MlflowClient
+from waiting import has_open, needs_proc, wait_until
 
 from rlplat import video
 from rlplat.registry import ConfigError
@@ -264,9 +264,10 @@ def test_periodic_videos_during_training_change_nothing(trained, tmp_path):
     training twice from the run's final checkpoint, without and with videos."""
     from dataclasses import replace
 
-    from rlplat.cli.record import video_callbacks
-    from rlplat.cli.restore import locate_run, restore
+    from rlplat.agent import restore
+    from rlplat.cli.args import locate_run
     from rlplat.trainer import Trainer
+    from rlplat.video import video_callbacks
 
     located = locate_run(str(trained.run_dir), trained.store)
     summaries, runs = [], [tmp_path / "without", tmp_path / "with"]
@@ -359,31 +360,29 @@ def test_a_run_directory_whose_store_is_gone_is_evaluated_and_recorded_on_its_ow
 
 
 def stopped_by_ctrl_c(prog: str, args: list[str], cwd: Path, ready) -> subprocess.CompletedProcess:
-    """Run ``prog`` and send it SIGINT, as Ctrl-C in a terminal does, once ``ready()``."""
+    """Run ``prog`` and send it SIGINT, as Ctrl-C in a terminal does, once ``ready(process)``."""
     process = subprocess.Popen(
         [str(BIN / prog), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a runner in the background ignores it
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while not ready():
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: ready(process), process, f"{prog} was ready to stop")
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+@needs_proc
 def test_ctrl_c_stops_eval_and_record_with_one_line_and_leaves_nothing_half_done(trained, tmp_path):
     before = len(trained.runs())
-    started = time.monotonic()
+    store = Path(trained.store.removeprefix("sqlite:///"))
     result = stopped_by_ctrl_c(
-        "rlplat-eval", [str(trained.run_dir), "episodes=100000"], tmp_path, lambda: time.monotonic() > started + 4
-    )  # minutes of episodes: stopped in them (or in the build before them)
+        "rlplat-eval", [str(trained.run_dir), "episodes=100000"], tmp_path, lambda process: has_open(process.pid, store)
+    )  # once it opened the run's store, past its imports: minutes of episodes, stopped in them (or in the build)
     assert (result.returncode, result.stderr.strip()) == (130, "rlplat-eval: stopped by SIGINT: nothing recorded")
     assert len(trained.runs()) == before
 
     out = tmp_path / "clip.mp4"
     args = [str(trained.run_dir), "episodes=1000", f"out={out}"]
-    result = stopped_by_ctrl_c("rlplat-record", args, tmp_path, out.exists)  # stopped once the video is begun
+    result = stopped_by_ctrl_c("rlplat-record", args, tmp_path, lambda _: out.exists())  # once the video is begun
     assert (result.returncode, result.stderr.strip()) == (130, "rlplat-record: stopped by SIGINT: no video written")
     assert not out.exists() and not list(tmp_path.glob("clip.*"))

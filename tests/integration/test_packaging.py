@@ -63,7 +63,7 @@ def test_wheel_ships_the_config_groups_and_runs_from_them(tmp_path):
             sys.executable,
             "-c",
             "import rlplat, sys; print(rlplat.__file__); sys.argv[1:] = ['env=cartpole', '--cfg', 'job'];"
-            " from rlplat.cli.train import main; main()",
+            " from rlplat.cli.launch import main; main()",
         ],
         cwd=tmp_path,
         env=env,

@@ -19,9 +19,10 @@ import pytest
 import torch
 from conftest import BIN, TINY, TINY_OFF_POLICY, cli, only_run
 from mlflow import MlflowClient
+from waiting import loaded, needs_proc, wait_until
 
-from rlplat.command_line import STOPPED_IN_START_UP
 from rlplat.report.runs import read_curves
+from rlplat.signals import STOPPED_IN_START_UP
 from rlplat.tracking.store import store_lock
 
 PPO = [
@@ -205,24 +206,28 @@ def test_signal_ends_the_run_killed_with_a_checkpoint_and_resume_continues(sig, 
     # the command as printed, run as printed: the run id, and this store (not the default one)
     command = printed_resume(stderr)
     assert command == ["rlplat-train", f"resume={run.info.run_id}", f"tracking.uri={store}"]
-    time.sleep(3)  # down for 3 s: left out of its wall time
+    stopped_at = run.info.end_time / 1000
+    time.sleep(3)  # down for 3 s at least: left out of its wall time
     result = cli(*command, cwd=tmp_path)
+    resumed_by = time.time()  # the resuming process started before this
     assert result.returncode == 0, result.stderr
     check_finished(store, 12288)
     _, run = only_run(store)
     [down] = client.get_metric_history(run.info.run_id, "time/downtime_s")
-    assert 3 <= down.value < 30 and down.timestamp > run.info.start_time
+    assert 3 <= down.value <= resumed_by - stopped_at and down.timestamp > run.info.start_time
     [curve] = read_curves(client, [(run, "ppo", "")], "eval/return_mean")
     assert curve.wall_seconds == pytest.approx((run.info.end_time - run.info.start_time) / 1000 - down.value)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "time/startup_s")] == [0]  # not again
 
 
+@needs_proc
 def test_ctrl_c_during_start_up_stops_with_one_line_and_leaves_things_as_they_were(tmp_path, store):
     """Ctrl-C before training: a new run records nothing and leaves no run directory behind;
     a resume leaves its run KILLED and its checkpoints as they were."""
     process = start([*PPO, f"tracking.uri={store}"], tmp_path)
     wait_for(tmp_path / "outputs", "train.log", process)  # Hydra made the run directory
-    time.sleep(0.1)  # past Hydra, into the job's start-up (torch's imports and the build take longer)
+    # torch loads in the build, the job's start-up (its imports and the build take seconds)
+    wait_until(lambda: loaded(process.pid, "libtorch"), process, "torch loaded")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert (process.returncode, stderr.strip()) == (130, STOPPED_IN_START_UP)
@@ -410,6 +415,7 @@ def test_a_sweep_stopped_by_sigint_resumes_as_printed_and_starts_the_jobs_it_nev
         assert json.loads((sweep / str(number) / "rlplat_run.json").read_text())["run_id"] == run.info.run_id
 
 
+@needs_proc
 def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_once(tmp_path, store):
     """Ctrl-C before a sweep records anything: one line, exit 130, no run, no sweep directory.
     Ctrl-C during the start-up of its first job (run in the sweep's own process by the basic
@@ -420,7 +426,8 @@ def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_
     sweep = tmp_path / "sweep"
     args = ["-m", *PPO, "seed=0,1", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
     process = start(args, tmp_path)
-    time.sleep(0.25)  # importing Hydra: the parent run begins seconds later, after MLflow's import
+    # importing Hydra and rlplat's command (numpy): the parent run begins seconds later, after MLflow's import
+    wait_until(lambda: loaded(process.pid, "_multiarray_umath"), process, "numpy loaded")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert (process.returncode, stderr.strip()) == (130, STOPPED_IN_START_UP)
@@ -430,7 +437,7 @@ def test_ctrl_c_in_a_sweeps_start_up_stops_it_with_one_line_or_its_first_job_at_
 
     process = start(args, tmp_path)
     wait_for(sweep / "0", "train.log", process)  # Hydra made job 0's directory
-    time.sleep(0.1)  # into the job's start-up
+    wait_until(lambda: loaded(process.pid, "libtorch"), process, "torch loaded")  # the job's build: its start-up
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr

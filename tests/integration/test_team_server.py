@@ -2,8 +2,8 @@
 mid-sweep loses no job (slow: about two minutes per launcher).
 
 The server (its whole process group) is killed once the sweep's first jobs have their runs,
-and started again after a pause longer than a job's start-up, so that some jobs start, train
-and end while it is away. Every job's run must end FINISHED, nested under the parent run,
+and started again once a job has started while it was away (the job's warning line says so),
+so that some jobs start, train and end while it is away. Every job's run must end FINISHED, nested under the parent run,
 with as many metric points as it logged (its ``metrics.csv``, written beside MLflow, holds
 every value MLflow got); the parent FINISHED with the count of jobs that waited; exit 0.
 """
@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 from servers import BIN, MlflowServer, free_port, postgres_or_skip
+from waiting import printed, wait_until
 
 from rlplat.tags import PARENT_TAG, WAITED_TAG
 
 JOBS = 16
-PAUSE_S = 20.0  # seconds without a server: longer than a job's start-up (a worker's first: ~5 s here)
+STARTED_AWAY = "training goes on, and the run is created when it answers"  # a job that started while it was away
 JOB = [
     "algo=ppo", "env=cartpole", "trainer.total_frames=4096", "trainer.eval_every_frames=2048",
     "trainer.eval_episodes=2", "collector.num_envs=2", "collector.steps_per_env=64", "checkpoint.every_frames=1024",
@@ -70,7 +71,7 @@ def test_a_sweep_loses_no_job_when_its_tracking_server_restarts(launcher, tmp_pa
             time.sleep(0.5)
         killed_at = time.monotonic() - start
         server.kill()
-        time.sleep(PAUSE_S)
+        wait_until(lambda: printed(out, STARTED_AWAY), sweep, "a job started while the server was away", timeout=600)
         assert server.start(timeout=180), server.log()
         back_at = time.monotonic() - start
         code = sweep.wait(timeout=900)
@@ -97,7 +98,7 @@ def test_a_sweep_loses_no_job_when_its_tracking_server_restarts(launcher, tmp_pa
         points[int(child.data.tags["rlplat.job"])] = recorded
         assert not (job_dir / "mlflow-pending.json").exists()
     waited = sum(c.data.tags.get(WAITED_TAG) == "true" for c in children)
-    started_away = text.count("training goes on, and the run is created when it answers")
+    started_away = text.count(STARTED_AWAY)
     assert parent.data.metrics["sweep/jobs_waited_for_server"] == waited and waited >= started_away >= 1
     assert parent.data.metrics["sweep/jobs"] == JOBS and parent.data.metrics["sweep/jobs_failed"] == 0
     print(

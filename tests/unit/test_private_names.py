@@ -8,8 +8,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from rlplat.cli.resume import BASIC_SWEEPER, basic_sweep_jobs
 from rlplat.hydra_ext.compose import CONFIG_MODULE
+from rlplat.sweep.resume import BASIC_SWEEPER, basic_sweep_jobs
 from rlplat.sweep.runs import BASIC_LAUNCHER
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlplat.registry import ConfigError
-from rlplat.settings import absolute_sqlite_uri, check_tracking_uri
+from rlplat.tracking.settings import absolute_sqlite_uri, check_tracking_uri
 
 
 @pytest.mark.parametrize(

@@ -116,3 +116,26 @@ def test_continuous_critics_over_frames_encode_them_before_the_action(algo, tmp_
         assert outputs and all(math.isfinite(v.item()) for losses in outputs for v in losses.values())
     finally:
         parts.close()
+
+
+def test_a_loss_defining_an_optional_member_without_loss_module_is_refused_when_built():
+    """rlplat reads in_keys, delayed_groups ... from a LossModule only: one defined on another
+    class would be ignored, so it is refused, naming the member and the base class."""
+    from torch import nn
+
+    from rlplat.build import check_declared
+    from rlplat.losses.base import LossModule
+    from rlplat.losses.td3 import TD3Loss
+    from rlplat.registry import PluginError
+
+    class Delayed(nn.Module):
+        delayed_groups = ("actor",)
+
+    class Declared(LossModule):
+        delayed_groups = ("actor",)
+
+    with pytest.raises(PluginError, match=r"loss 'mine': Delayed defines delayed_groups without subclassing "):
+        check_declared("mine", Delayed)
+    check_declared("mine", Declared)
+    check_declared("mine", nn.Module())  # defines none: read with the defaults
+    check_declared("td3", TD3Loss)

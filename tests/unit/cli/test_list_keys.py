@@ -7,7 +7,8 @@ import inspect
 
 import pytest
 
-from rlplat.cli.list import entry_keys, main, supplied_arguments, yaml_parameters
+from rlplat.cli.list import main
+from rlplat.hydra_ext.catalog import entry_keys, supplied_arguments, yaml_parameters
 from rlplat.registry import REGISTRIES, ConfigError, check_kwargs
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rlplat.checkpoint import CHECKPOINT_DIR
-from rlplat.cli.locate import SWEEP_FILE
 from rlplat.cli.run import RunSpec, _exit_interrupted
+from rlplat.tracking.locate import SWEEP_FILE
 
 
 def stopped(output_dir, capsys) -> tuple[int, str]:

@@ -7,7 +7,7 @@ import gymnasium
 import numpy as np
 
 from rlplat.envs.gym import make_gym
-from rlplat.envs.probe import env_spaces
+from rlplat.envs.probe import probe_env
 from rlplat.envs.vector import env_state, load_env_state
 
 
@@ -31,8 +31,8 @@ def test_a_toy_text_env_state_round_trips_without_its_map_of_bytes():
 
 
 def test_an_env_without_a_time_limit_is_warned_about(capsys):
-    env_spaces({"name": "gym", "id": "CliffWalking-v1"}, warn=True)
+    probe_env({"name": "gym", "id": "CliffWalking-v1"}, warn=True).close()
     assert "env 'CliffWalking-v1' has no time limit" in capsys.readouterr().err
-    env_spaces({"name": "gym", "id": "CliffWalking-v1", "max_episode_steps": 100}, warn=True)
-    env_spaces({"name": "gym", "id": "Pendulum-v1"}, warn=True)
+    probe_env({"name": "gym", "id": "CliffWalking-v1", "max_episode_steps": 100}, warn=True).close()
+    probe_env({"name": "gym", "id": "Pendulum-v1"}, warn=True).close()
     assert capsys.readouterr().err == ""

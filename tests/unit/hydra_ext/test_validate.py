@@ -149,6 +149,11 @@ RANGES = [
     ["algo=dqn", "env=cartpole", "buffer.capacity=0"],
     ["optim.lr=0"],
     ["algo=a2c", "env=cartpole", "optim.lr=-1e-4"],
+    ["algo=sac", "loss.tau=null"],  # null is out of range, in the constructor as in the pre-check
+    ["loss.gamma=null"],
+    ["buffer.epochs=null"],
+    ["collector.num_envs=null"],
+    ["optim.lr=null"],
 ]
 
 

@@ -11,16 +11,17 @@ import torch
 from conftest import DEVICES, TINY, make_trainer
 from torch import nn
 
-from rlplat.build import build, build_loss, resolve
+from rlplat.agent import restore
+from rlplat.build import build, build_loss
 from rlplat.checkpoint import CHECKPOINT_DIR, FINAL, atomic_save, load_checkpoint
 from rlplat.cli.list import main as list_main
-from rlplat.cli.locate import Located
-from rlplat.cli.restore import restore
 from rlplat.hydra_ext import compose_config
 from rlplat.losses.addons import WeightedAddon, addon_terms
 from rlplat.losses.addons.kl_to_reference import KLToReference
 from rlplat.registry import LOSS_ADDONS, REGISTRIES, ConfigError, PluginError
+from rlplat.settings import resolve_config
 from rlplat.testing import check_loss_addon
+from rlplat.tracking.locate import Located
 
 CARTPOLE = ["env=cartpole", "transforms.obs_norm=null", "tracking.enabled=false", *TINY]
 """A PPO run on CartPole without running observation statistics (a reference needs none)."""
@@ -57,7 +58,7 @@ def reference(checkpoints):
 
 def loss_config(overrides: list[str]):
     """The resolved config of ``rlplat-train <overrides>`` (no run), and its env's spaces."""
-    config = resolve(compose_config(overrides))
+    config = resolve_config(compose_config(overrides))
     env = gymnasium.make(config["env"]["id"])
     return config, env.observation_space, env.action_space
 

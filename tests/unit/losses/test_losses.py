@@ -14,6 +14,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.losses.a2c import A2CLoss
+from rlplat.losses.base import LossModule, declared, undeclared_reason
 from rlplat.losses.dqn import DQNLoss
 from rlplat.losses.ppo_kl import PPOKLLoss
 from rlplat.losses.reinforce import ReinforceLoss
@@ -226,3 +227,23 @@ def test_a_ppo_kl_state_without_its_rollout_loads_and_adapts_from_the_next():
     old = {k: v for k, v in loss.state_dict().items() if not k.endswith("_extra_state")}
     loss.load_state_dict(old)
     assert loss.get_extra_state() == {}
+
+
+def test_loss_module_declares_the_optional_members_at_their_defaults():
+    class Structural(nn.Module):  # implements Loss structurally, say: not a LossModule
+        pass
+
+    class Delayed(nn.Module):
+        delayed_groups = ("actor",)
+
+    loss = Structural()
+    assert declared(loss) is LossModule and declared(Structural) is LossModule
+    assert declared(LossModule).action_spaces == (gymnasium.spaces.Box, gymnasium.spaces.Discrete)
+    members = declared(loss)
+    assert members.in_keys is None and members.delayed_groups == () and members.delayed_due is True
+    assert not members.recurrent and not members.recurrent_cores and not members.corrects_policy_lag
+    assert undeclared_reason(loss) is None
+    assert "Delayed defines delayed_groups without subclassing" in str(undeclared_reason(Delayed()))
+    td3 = TD3Loss(BOX1, BOX1, eye_torso, features=2)
+    assert declared(td3) is td3 and declared(TD3Loss) is TD3Loss and undeclared_reason(td3) is None
+    assert td3.delayed_groups == ("actor",) and DQNLoss.action_spaces == (gymnasium.spaces.Discrete,)

@@ -15,7 +15,7 @@ from torch import nn
 
 from rlplat import keys
 from rlplat.collectors.sync import SyncCollector
-from rlplat.losses.base import Loss
+from rlplat.losses.base import Loss, LossModule
 from rlplat.losses.ppo import PPOLoss
 from rlplat.registry import (
     BUILTIN_DISTRIBUTION,
@@ -381,6 +381,65 @@ def test_in_keys_that_the_rollout_does_not_hold_are_named():
         AssertionError, match=r"loss 'AbsentInKeysLoss': in_keys \['returns'\] are not keys of the preprocessed rollout"
     ):
         check_loss(AbsentInKeysLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
+class StructuralLoss(LeakyLoss):
+    """Implements Loss without subclassing LossModule: checked and trained with its defaults."""
+
+    def __init__(self, observation_space, action_space, network):
+        super().__init__(observation_space, action_space, network, leak="none")
+        del self.extra
+
+    def param_groups(self):
+        return {"actor": list(self.policy.parameters())}
+
+
+class UndeclaredInKeysLoss(StructuralLoss):
+    in_keys = (keys.OBSERVATION,)
+
+
+class DeclaredInKeysLoss(LossModule):
+    """The same loss with in_keys, subclassing LossModule."""
+
+    on_policy = True
+    sequence_length = 1
+    action_spaces = (gymnasium.spaces.Box,)
+    in_keys = (keys.OBSERVATION,)
+
+    def __init__(self, observation_space, action_space, network):
+        super().__init__()
+        self.policy = _LinearPolicy(observation_space, action_space)
+
+    def preprocess(self, rollout):
+        return rollout
+
+    def forward(self, batch):
+        assert list(batch.keys()) == [keys.OBSERVATION]  # only its in_keys
+        return TensorDict({"loss_objective": self.policy.linear(batch[keys.OBSERVATION]).pow(2).mean()}, [])
+
+    def after_update(self):
+        pass
+
+    def param_groups(self):
+        return {"actor": list(self.policy.parameters())}
+
+
+def test_a_loss_that_only_implements_the_protocol_passes_with_the_defaults():
+    assert not isinstance(StructuralLoss, LossModule)
+    check_loss(StructuralLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
+
+
+def test_a_loss_subclassing_loss_module_has_its_members_read():
+    check_loss(DeclaredInKeysLoss)  # action_spaces: Box only, else the Discrete(3) policy would fail
+
+
+def test_an_optional_member_defined_without_subclassing_loss_module_is_named():
+    with pytest.raises(
+        AssertionError,
+        match=r"loss 'UndeclaredInKeysLoss': UndeclaredInKeysLoss defines in_keys without subclassing "
+        r"rlplat.losses.base.LossModule",
+    ):
+        check_loss(UndeclaredInKeysLoss, action_spaces=[gymnasium.spaces.Box(-1, 1, (2,))])
 
 
 class Reshaping(Transform):

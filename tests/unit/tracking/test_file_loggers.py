@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlplat.loggers import CSV_HEADER, CsvLogger, TensorBoardLogger, check_loggers, logged_paths, make_loggers
 from rlplat.registry import ConfigError
-from rlplat.settings import TrackingConfig
+from rlplat.tracking.settings import TrackingConfig
 
 STEPS = {
     128: {"loss/objective": 0.1234567890123, "time/fps": 1500.0},

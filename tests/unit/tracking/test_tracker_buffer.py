@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,26 +31,54 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
 
 
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A URI where connections are accepted and never answered (a hung server)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
+class HungServer:
+    """A port where connections are made (the kernel completes them) and never answered: a
+    hung server. Nothing accepts them until :meth:`connections` counts them."""
 
-    def accept() -> None:
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.setblocking(False)
+        self.uri = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+
+    def connections(self) -> int:
+        """How many connections were made to it so far (one per request sent, retries included)."""
         while True:
             try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                return
+                self.accepted.append(self.listener.accept()[0])
+            except BlockingIOError:
+                return len(self.accepted)
 
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
-    for connection in accepted:
-        connection.close()
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.accepted:
+            connection.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[HungServer]:
+    """A hung server (connections made, never answered)."""
+    server = HungServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def request_timeouts(silent_server: HungServer, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The timeout of each HTTP request MLflow sends to the hung server (what requests is
+    given), in order."""
+    seen: list[Any] = []
+    request = requests.Session.request
+
+    def recorded(self: requests.Session, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if url.startswith(silent_server.uri):
+            seen.append(kwargs.get("timeout"))
+        return request(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "request", recorded)
+    return seen
 
 
 class FakeClock:
@@ -252,25 +278,27 @@ def test_a_rejected_request_is_not_unreachable():
     assert unreachable(requests.ConnectTimeout("timed out"))
 
 
-def test_a_server_that_does_not_answer_is_a_config_error_after_one_timeout(silent_server):
-    start = time.monotonic()
+def test_a_server_that_does_not_answer_is_a_config_error_after_one_timeout(silent_server, request_timeouts):
     with pytest.raises(ConfigError, match=r"no MLflow tracking server answers there \(no answer within the timeout\)"):
-        Tracker(silent_server, "hung", None)
-    assert time.monotonic() - start < tracking.PROBE_TIMEOUT_S + 1
+        Tracker(silent_server.uri, "hung", None)
+    # one request, waiting PROBE_TIMEOUT_S: not tried again, nor retried by urllib3
+    assert request_timeouts == [tracking.PROBE_TIMEOUT_S] and silent_server.connections() == 1
 
 
-def test_a_server_that_stops_answering_holds_a_log_step_for_the_write_timeout_at_most(store, silent_server):
+def test_a_server_that_stops_answering_holds_a_log_step_for_the_write_timeout_at_most(
+    store, silent_server, request_timeouts
+):
     lines: list[str] = []
     tracker = Tracker(store, "hung", None, say=lines.append)
     tracker.start("run", {}, {})
-    tracker.client = MlflowClient(tracking_uri=silent_server)  # the real HTTP transport, to a hung server
-    start = time.monotonic()
+    tracker.client = MlflowClient(tracking_uri=silent_server.uri)  # the real HTTP transport, to a hung server
     tracker.log_metrics({"time/fps": 1.0}, step=256)
-    assert time.monotonic() - start < tracking.WRITE_TIMEOUT_S + 1
+    # one request, waiting WRITE_TIMEOUT_S at most, not retried
+    assert request_timeouts == [tracking.WRITE_TIMEOUT_S] and silent_server.connections() == 1
     assert lines == ["warning: tracking server unreachable; 1 metric value buffered, retrying"]
-    start = time.monotonic()
-    tracker.log_metrics({"time/fps": 2.0}, step=512)  # the retry is not due: no wait at all
-    assert time.monotonic() - start < 0.1 and len(tracker.outbox.metrics) == 2
+    tracker.log_metrics({"time/fps": 2.0}, step=512)  # the retry is not due: no request at all
+    assert request_timeouts == [tracking.WRITE_TIMEOUT_S] and silent_server.connections() == 1
+    assert len(tracker.outbox.metrics) == 2
 
 
 def test_a_run_ended_while_down_is_kept_in_its_directory_and_recorded_later_at_its_steps_and_times(

@@ -12,10 +12,9 @@ import pytest
 from mlflow import MlflowClient
 
 from rlplat.checkpoint import CHECKPOINT_DIR
-from rlplat.cli.run import RunRecord, RunSpec
 from rlplat.registry import ConfigError
 from rlplat.tracking.process import START_TIMEOUT_S, TrackerProcess
-from rlplat.tracking.records import RUN_FILE
+from rlplat.tracking.records import RUN_FILE, RunRecord
 
 
 def absent_server() -> str:
@@ -36,7 +35,7 @@ def test_the_record_names_the_run_at_the_first_log_step_after_its_creation_witho
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerProcess(store, "exp", None)
     tracker.begin("a-run", {}, {})
-    record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
+    record = RunRecord(tracker, tmp_path, store)
     assert not tracker.start_answered()  # the child is still importing MLflow
     record.on_log({"time/fps": 1.0}, 100)  # returns at once: training does not wait for the run
     record.on_checkpoint(tmp_path / "best.pt", best=True)  # nor at an evaluation, with no periodic checkpoint yet
@@ -57,7 +56,7 @@ def test_once_the_run_can_be_resumed_a_hook_waits_for_the_run_and_writes_the_rec
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = TrackerProcess(store, "exp", None)
     tracker.begin("a-run", {}, {})
-    record = RunRecord(tracker, RunSpec(tmp_path, "title"), store)
+    record = RunRecord(tracker, tmp_path, store)
     if hook != "final.pt":
         (tmp_path / CHECKPOINT_DIR).mkdir()
         (tmp_path / CHECKPOINT_DIR / "step_1024.pt").write_bytes(b"")  # only its name is read here
@@ -74,7 +73,7 @@ def test_a_run_that_could_not_be_created_is_raised_at_the_first_log_step_after_t
     uri = absent_server()
     tracker = TrackerProcess(uri, "exp", None)
     tracker.begin("a-run", {}, {})
-    record = RunRecord(tracker, RunSpec(tmp_path, "title"), uri)
+    record = RunRecord(tracker, tmp_path, uri)
     answered(tracker)
     with pytest.raises(ConfigError, match="no MLflow tracking server"):
         record.on_log({"time/fps": 1.0}, 100)
@@ -88,7 +87,7 @@ def test_a_failed_creation_noticed_only_at_the_end_is_raised_or_reported(tmp_pat
     for finished in (True, False):
         tracker = TrackerProcess(uri, "exp", None)
         tracker.begin("a-run", {}, {})
-        record = RunRecord(tracker, RunSpec(tmp_path, "title"), uri)
+        record = RunRecord(tracker, tmp_path, uri)
         if finished:  # training ended normally: the run's absence is the error
             with pytest.raises(ConfigError, match="no MLflow tracking server"):
                 record.run_exists(finished=True)
