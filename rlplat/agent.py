@@ -170,7 +170,7 @@ def run_episodes(built: Build, episodes: int, deterministic: bool) -> list[Episo
         The episodes in order, each with its return and length (env steps).
     """
     parts = built.parts
-    make_env = single_env(built.config["env"], parts.transforms)
+    make_env = single_env(built.env.node, parts.transforms)
     found: list[Episode] = []
     for start in range(0, episodes, BATCH):
         env = VectorEnv(make_env, min(BATCH, episodes - start), list(parts.transforms), update_transforms=False)
@@ -216,7 +216,7 @@ def evaluation_tracker(
         experiment = client.get_experiment(source.info.experiment_id).name
         name = source.info.run_name or located.run_id
         return Tracker(located.tracking_uri, experiment, None, say=say), f"eval-{name}"
-    experiment = str(built.config.get("tracking", {}).get("experiment") or "rlplat")
+    experiment = built.tracking.experiment or "rlplat"
     artifacts = str(Path.cwd() / "outputs" / "mlartifacts") if uri == default_uri else None
     return Tracker(uri, experiment, artifacts, say=say), f"eval-{located.checkpoint.stem}"
 

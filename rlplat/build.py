@@ -644,7 +644,7 @@ def check_declared(loss_name: str, loss: object) -> None:
 
 def check_recurrent_core(loss_name: str, core: CoreSpec) -> None:
     """A recurrent core goes only to a loss that puts one after its torsos (class attribute
-    :attr:`rlplat.losses.base.LossModule.recurrent_cores`), never ignored.
+    ``LossModule.recurrent_cores``), never ignored.
 
     Raises:
         ConfigError: naming ``network.core`` and the losses that take one.
@@ -691,7 +691,7 @@ def check_compilable(loss: Loss, name: str) -> None:
 
 def action_spaces(loss_cls: Any) -> tuple[type, ...]:
     """The action-space types a loss entry can act in: its class attribute
-    :attr:`rlplat.losses.base.LossModule.action_spaces` (by default Box and Discrete)."""
+    ``LossModule.action_spaces`` (by default Box and Discrete)."""
     return declared(loss_cls).action_spaces
 
 
@@ -749,7 +749,7 @@ def check_buffer_kind(config: Mapping[str, Any], loss: Loss) -> None:
 
 def check_sequence_length(config: Mapping[str, Any], loss: Loss, buffer: Buffer) -> None:
     """The buffer's samples have the length the loss needs (n-step returns need windows); a
-    recurrent loss (:attr:`rlplat.losses.base.LossModule.recurrent` true) takes the rollout's
+    recurrent loss (``LossModule.recurrent`` true) takes the rollout's
     sequences of any length of at least 2 (``buffer.sequence_length``).
 
     Raises:
@@ -786,7 +786,7 @@ def _from_n_step(config: Mapping[str, Any], loss: Loss) -> str:
 def check_policy_lag(config: Mapping[str, Any], loss: Loss, collector_entry: Any) -> None:
     """An on-policy loss learns from the actions of the policy it updates: a collector whose
     rollouts come from older weights (``asynchronous``) is refused unless the loss corrects
-    for the lag (:attr:`rlplat.losses.base.LossModule.corrects_policy_lag`: V-trace).
+    for the lag (``LossModule.corrects_policy_lag``: V-trace).
 
     Raises:
         ConfigError: naming the collector, the loss and what fits.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar, cast
+from typing import Any, Self, cast
 
 from omegaconf import OmegaConf
 
@@ -20,8 +20,6 @@ from rlplat.registry import ConfigError, check_kwargs, preset_node
 DEVICES = ("cpu", "cuda", "auto")
 LR_SCHEDULES = ("constant", "linear")
 NONFINITE = ("raise", "skip_update")
-
-Settings = TypeVar("Settings", bound="SettingsNode")
 
 
 def check_int(key: str, value: Any, minimum: int) -> None:
@@ -42,7 +40,7 @@ class SettingsNode:
     NODE = ""
 
     @classmethod
-    def from_node(cls: type[Settings], node: Any) -> Settings:
+    def from_node(cls, node: Any) -> Self:
         """Build from the node (a DictConfig or a mapping).
 
         Raises:

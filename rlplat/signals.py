@@ -131,7 +131,7 @@ class Life:
     def training(self, stop: StopTarget) -> Iterator[None]:
         """Inside the block, the first SIGINT or SIGTERM sets ``stop.signal`` (the loop stops
         after its rollout), a second raises KeyboardInterrupt at once. A signal that reached a
-        sweep's job before its training (:attr:`stopped_by`) stops it at its first rollout.
+        sweep's job before its training (``stopped_by``) stops it at its first rollout.
         The handlers that were installed are restored after; the objects alive at the start
         are exempt from garbage collection during the block (``gc.freeze``), and given back after."""
 
@@ -158,7 +158,7 @@ class Life:
     def sweep_waits(self, main_process: bool = False) -> None:
         """From now on, record SIGINT and SIGTERM instead of raising them (a sweep's main
         process under the basic or parallel launcher, and the parallel launcher's workers):
-        the first one sets :attr:`stopped_by` (no further job starts; the jobs in training
+        the first one sets ``stopped_by`` (no further job starts; the jobs in training
         stop on it themselves: :meth:`training`), a second says the process waits for the jobs
         to end their runs, a third exits with :func:`exit_status` at once.
 

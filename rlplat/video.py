@@ -319,7 +319,7 @@ def video_callbacks(built: Build, run_dir: Path, start_frames: int = 0) -> list[
         return []
     parts = built.parts
     recorder = VideoRecorder(
-        parts.policy, built.config["env"], parts.transforms, every_frames=every, run_dir=run_dir,
+        parts.policy, built.env.node, parts.transforms, every_frames=every, run_dir=run_dir,
         seed=parts.seed + EVAL_SEED_OFFSET, device=parts.device, start_frames=start_frames,
     )  # fmt: skip
     return [recorder]

@@ -89,7 +89,7 @@ def train(cfg: DictConfig, tracker: Any = None) -> float:
             raise SystemExit(exit_status(LIFE.stopped_by))
         return math.nan
     try:
-        probe = check_config(cfg, list(hydra_cfg.overrides.task))
+        probe = [check_config(cfg, list(hydra_cfg.overrides.task))]  # handed over: the build frees it
         return _build_and_run(cfg, probe, output_dir, command, job_start, time.time() if multirun else None, tracker)
     except (ConfigError, PluginError) as error:
         remove_run_dir(output_dir, multirun, before, hydra_files)  # nothing half-written
@@ -111,7 +111,13 @@ def train(cfg: DictConfig, tracker: Any = None) -> float:
 
 
 def _build_and_run(
-    cfg: DictConfig, probe: Any, output_dir: Path, command: str, job_start: float, run_start: float | None, spare: Any
+    cfg: DictConfig,
+    probe: list[Any],
+    output_dir: Path,
+    command: str,
+    job_start: float,
+    run_start: float | None,
+    spare: Any,
 ) -> float:
     """Build the parts (from ``probe``, the checks' env) and run them
     (:func:`rlplat.cli.run.run_training`); MLflow loads in a child process while this one
@@ -126,10 +132,10 @@ def _build_and_run(
         options = tracker_options(cfg)
         tracker = start_tracker(cfg, spare, options)
     except BaseException:
-        probe.close()
+        probe.pop().close()
         raise
     try:
-        built = build(cfg, probe=probe)
+        built = build(cfg, probe=probe.pop())
         try:
             choices = HydraConfig.get().runtime.choices
             algo, env = str(choices.get("algo")), str(choices.get("env"))

@@ -212,8 +212,8 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gym
             (``hydra.overrides.task``); None reads them from the active Hydra config.
 
     Returns:
-        The probe env, open: give it to :func:`rlplat.build.build` (``probe=``), which reads
-        the spaces from it and closes it, or close it.
+        The probe env, still open, for :func:`rlplat.build.build` (``probe=``), which reads
+        the spaces from it and closes it.
 
     Raises:
         ConfigError: naming the key, the value and what is valid.

@@ -41,7 +41,7 @@ class LossFactory(Protocol):
     * ``observation_space``: the env's single observation space, transforms applied (a
       ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a ``Dict`` of these);
     * ``action_space``: the env's single action space, ``Box`` or ``Discrete``; a loss
-      class that acts in only some declares them in :attr:`LossModule.action_spaces` (read
+      class that acts in only some declares them in ``LossModule.action_spaces`` (read
       before construction; default both), so a bad pairing such as ``algo=dqn env=pendulum``
       fails with a message listing the losses that fit;
     * ``network``: a :data:`rlplat.networks.base.NetworkFactory`, the configured torso:

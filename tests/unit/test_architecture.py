@@ -115,3 +115,38 @@ def test_every_declared_builtin_loads(group: str) -> None:
     assert declared
     for ep in declared:
         assert callable(ep.load()), ep
+
+
+def test_the_command_line_layer_holds_no_module_level_mutable_state() -> None:
+    """``rlplat/cli/`` keeps no state between calls: no ``global`` statement, and every name
+    bound at module level is a constant (UPPER_CASE, bound once) or a definition. The process's
+    one piece of state, its life under signals, is :data:`rlplat.signals.LIFE`."""
+    found = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        found += [f"{path.name}:{node.lineno} global" for node in ast.walk(tree) if isinstance(node, ast.Global)]
+        bound: list[str] = []
+        for node in tree.body:
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            bound += [t.id for t in targets if isinstance(t, ast.Name)]
+        found += [f"{path.name}: {name}" for name in bound if not name.isupper() or bound.count(name) > 1]
+    assert found == []
+
+
+def test_the_way_to_the_loop_passes_three_modules_of_cli_and_never_returns() -> None:
+    """``launch.main -> train.train -> run.run_training -> Trainer.fit``: each module of the
+    path imports only the ones after it (and the shared argument helpers), never one before."""
+    path = ["launch", "train", "run"]
+    for i, name in enumerate(path):
+        source = (PACKAGE / "cli" / f"{name}.py").read_text()
+        imported = set(re.findall(r"from rlplat\.cli\.(\w+) import|import rlplat\.cli\.(\w+)", source))
+        modules = {a or b for a, b in imported}
+        assert modules <= {*path[i + 1 :], "args", "resume"}, (name, modules)
+        assert not modules & set(path[:i]), (name, modules)
+    assert "Trainer(" in (PACKAGE / "cli" / "run.py").read_text()
