@@ -126,6 +126,7 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
             (reason)``.
     """
     overrides = parse_overrides(args)
+    check_hydra_keys(overrides)
     if prints_only(args):
         return
     cwd = Path.cwd() if cwd is None else cwd
@@ -140,6 +141,38 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
         prefix = _literal_prefix(path)
         if prefix and path != ":memory:":
             check_writable("tracking.uri", uri, Path(prefix).parent if prefix == path else Path(prefix), cwd)
+
+
+OPEN_HYDRA_NODES = ("hydra.job.env_set", "hydra.sweeper", "hydra.launcher", "hydra.callbacks", "hydra.job_logging",
+                    "hydra.hydra_logging", "hydra.help", "hydra.hydra_help")  # fmt: skip
+"""Nodes of Hydra's config whose keys are the user's or a plugin's (an env variable, a
+sweep's parameter, a launcher's setting): a key may be added there."""
+
+
+def check_hydra_keys(overrides: Sequence[Override]) -> None:
+    """Refuse a ``hydra.*`` key added with ``+`` or ``++`` that Hydra's own config lacks, outside
+    :data:`OPEN_HYDRA_NODES`: Hydra would keep it, and nothing would read it.
+
+    Raises:
+        ConfigError: ``hydra.foo=1: Hydra has no setting 'hydra.foo' ...``.
+    """
+    from hydra.conf import HydraConf
+
+    schema = OmegaConf.to_container(OmegaConf.structured(HydraConf), resolve=False)
+    for override in overrides:
+        key = override.key_or_group
+        if not key.startswith("hydra.") or not (override.is_add() or override.is_force_add()):
+            continue
+        node: Any = {"hydra": schema}
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if key.startswith(OPEN_HYDRA_NODES) or not isinstance(node, dict) or last in node:
+            continue  # a plugin's node (None in the schema) is its plugin's to check
+        raise ConfigError(
+            f"{unroute(override.input_line or key)}: Hydra has no setting {key!r}, and nothing else reads it. "
+            f"Valid keys of {'.'.join(parents)}: {', '.join(node)}"
+        )
 
 
 def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:

@@ -44,6 +44,7 @@ NEEDLES = {
     "trainer.total_frames=[1": ["trainer.total_frames=[1", "not a valid override", "key=value"],
     "foo=bar": ["'foo'", "+foo=bar"],
     "+note=baseline": ["note='baseline'", "no part of rlplat reads 'note'", "Valid top-level keys: seed"],
+    "++hydra.job.foo=1": ["hydra.job.foo", "Hydra has no setting", "Valid keys of hydra.job: name"],
     "algo=ppoo": ["algo='ppoo'", "Did you mean 'ppo'?"],
     "algo=dqn env=pendulum": ["loss 'dqn' cannot act in env 'Pendulum-v1'", "Algorithms for this env: a2c, ddpg"],
     "algo=ppo buffer=replay": ["buffer='replay' does not fit loss 'ppo'", "Buffers that fit: rollout"],

@@ -295,3 +295,13 @@ def test_a_directory_without_write_permission_is_named(tmp_path, monkeypatch):
 def test_default_run_dir_in_a_writable_directory(tmp_path):
     check_command_line([], cwd=tmp_path)
     assert list(Path(tmp_path).iterdir()) == []  # checking writes nothing
+
+
+@pytest.mark.parametrize("arg", ["+hydra.foo=1", "++hydra.job.foo=1", "++hydra.run.directory=x"])
+def test_a_hydra_key_nothing_reads_is_refused_however_it_was_added(arg):
+    with pytest.raises(ConfigError, match=r"Hydra has no setting 'hydra\.[a-z.]+', and nothing else reads it"):
+        check_command_line([arg])
+
+
+def test_hydra_keys_that_exist_or_that_open_nodes_take_pass():
+    check_command_line(["++hydra.run.dir=x/y", "+hydra.job.env_set.FOO=bar", "++hydra.job.chdir=false"])
