@@ -233,7 +233,8 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gym
 
     In order: every top-level key is one rlplat reads (:func:`check_read`); every value has the
     type of the same key's default (the config composed with the same group choices and none
-    of the values given), and none is NaN; the ``trainer``, ``checkpoint`` and
+    of the values given: a second composition, needed only when values were given), and none
+    is NaN; the ``trainer``, ``checkpoint`` and
     ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
     ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
     built-in components' keys (:func:`check_ranges`); one probe env is built
@@ -255,7 +256,9 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gym
     config = resolve_config(cfg)
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task)
-    defaults = default_config(overrides)
+    choices = group_choices(overrides)
+    # only group choices given: the config itself is the defaults, and Hydra's one composition serves
+    defaults = config if len(choices) == len(parse_overrides(overrides)) else default_config(choices)
     check_read(config, defaults)
     check_types(config, defaults)
     check_no_nan(config)
@@ -303,6 +306,13 @@ def check_no_nan(node: Any, key: str = "") -> None:
         check_no_nan(value, name)
 
 
+def group_choices(overrides: Sequence[str]) -> list[str]:
+    """The overrides that choose a config group's option (``algo=ppo``, ``+sweep=x``,
+    ``~tuned``, ``hydra/launcher=parallel``), as given; values (``seed=1``) are left out."""
+    groups = {*GROUPS.values(), *PRESET_GROUPS}
+    return [o.input_line or "" for o in parse_overrides(overrides) if o.key_or_group in groups or "/" in o.key_or_group]
+
+
 def default_config(overrides: Sequence[str]) -> dict[str, Any]:
     """The config composed with the group choices of ``overrides`` only (``algo=``, ``env=``,
     ``+sweep=``, ``~tuned``, ``hydra/launcher=``, ...): the defaults values are checked against.
@@ -315,9 +325,7 @@ def default_config(overrides: Sequence[str]) -> dict[str, Any]:
     Returns:
         The config as plain containers, interpolations left as written.
     """
-    groups = {*GROUPS.values(), *PRESET_GROUPS}
-    parsed = parse_overrides(overrides)
-    choices = [o.input_line or "" for o in parsed if o.key_or_group in groups or "/" in o.key_or_group]
+    choices = group_choices(overrides)
     if GlobalHydra.instance().is_initialized():
         cfg = compose("config", overrides=choices)
     else:
