@@ -121,11 +121,9 @@ class Life:
         self.jobs += 1
         return process_start_time() if self.jobs == 1 else time.time()
 
-    def stop(self, name: str | None) -> None:
-        """Record that signal ``name`` stopped this process's work (STOPPED); None clears it
-        (a sweep resumed in the same process)."""
-        self.stopped_by = name
-        self.phase = Phase.STOPPED if name is not None else Phase.RUNNING
+    def stop(self, name: str) -> None:
+        """Record that signal ``name`` stopped this process's work (STOPPED)."""
+        self.stopped_by, self.phase = name, Phase.STOPPED
 
     @contextlib.contextmanager
     def training(self, stop: StopTarget) -> Iterator[None]:

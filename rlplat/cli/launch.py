@@ -71,7 +71,7 @@ def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> No
 
     from hydra_plugins.rlplat_optuna_sweeper import register_sweeper
     from rlplat.cli.args import fail
-    from rlplat.cli.train import Job
+    from rlplat.cli.train import Job, set_full_error
     from rlplat.hydra_ext import register_group_options, register_hydra_plugins, route
     from rlplat.hydra_ext.validate import check_command_line
     from rlplat.registry import ConfigError, PluginError
@@ -93,15 +93,7 @@ def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> No
             raise
         fail("rlplat-train", error)
     finally:
-        _set_full_error(user_full_error)
-
-
-def _set_full_error(value: str | None) -> None:
-    """Set ``HYDRA_FULL_ERROR`` to ``value`` (None: unset)."""
-    if value is None:
-        os.environ.pop("HYDRA_FULL_ERROR", None)
-    else:
-        os.environ["HYDRA_FULL_ERROR"] = value
+        set_full_error(user_full_error)
 
 
 if __name__ == "__main__":

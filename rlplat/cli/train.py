@@ -49,11 +49,16 @@ class Job:
     def __call__(self, cfg: DictConfig) -> float:
         """Run the job; returns its objective (NaN for a sweep's job that failed or was stopped)."""
         if self.restore_full_error:
-            if self.user_full_error is None:
-                os.environ.pop("HYDRA_FULL_ERROR", None)
-            else:
-                os.environ["HYDRA_FULL_ERROR"] = self.user_full_error
+            set_full_error(self.user_full_error)
         return train(cfg, self.tracker)
+
+
+def set_full_error(value: str | None) -> None:
+    """Set ``HYDRA_FULL_ERROR`` to ``value`` (None: unset)."""
+    if value is None:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+    else:
+        os.environ["HYDRA_FULL_ERROR"] = value
 
 
 def train(cfg: DictConfig, tracker: Any = None) -> float:

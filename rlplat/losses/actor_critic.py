@@ -246,18 +246,16 @@ class ActorCriticLoss(LossModule):
         """
         batch, log_prob, entropy, advantage, value = self.policy_value_terms(batch)  # [M] each, value [M, 1]
         pg_loss = -(log_prob * advantage).mean()
-        v_loss = value_scale * F.mse_loss(value, batch[keys.VALUE_TARGET])
+        return self.loss_output(pg_loss, value_scale * F.mse_loss(value, batch[keys.VALUE_TARGET]), entropy)
+
+    def loss_output(self, pg_loss: Tensor, v_loss: Tensor, entropy: Tensor, **diagnostics: Tensor) -> TensorDict:
+        """The loss's output TensorDict (batch size ``[]``): ``loss_objective`` = ``pg_loss``,
+        ``loss_critic`` = ``value_coef * v_loss``, ``loss_entropy`` and ``entropy`` from the
+        ``[M]`` per-step ``entropy`` (:meth:`entropy_terms`), the rollout's diagnostics, then
+        ``diagnostics``."""
         loss_entropy, entropy = self.entropy_terms(entropy)
-        return TensorDict(
-            {
-                "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": loss_entropy,
-                "entropy": entropy,
-                **self.rollout_diagnostics,
-            },
-            batch_size=[],
-        )
+        terms = {"loss_objective": pg_loss, "loss_critic": self.value_coef * v_loss, "loss_entropy": loss_entropy}
+        return TensorDict({**terms, "entropy": entropy, **self.rollout_diagnostics, **diagnostics}, batch_size=[])
 
     def entropy_terms(self, entropy: Tensor) -> tuple[Tensor, Tensor]:
         """``[N]`` entropies -> ``loss_entropy = -c_e * mean(H)`` (0-dim) and the mean entropy,

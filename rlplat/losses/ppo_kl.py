@@ -139,19 +139,7 @@ class PPOKLLoss(ActorCriticLoss):
         kl = kl_estimate(log_ratio, ratio).mean()
         pg_loss = -(ratio * advantage).mean() + self.kl_beta * kl
         v_loss = 0.5 * F.mse_loss(value, batch[keys.VALUE_TARGET])
-        loss_entropy, entropy = self.entropy_terms(entropy)
-        return TensorDict(
-            {
-                "loss_objective": pg_loss,
-                "loss_critic": self.value_coef * v_loss,
-                "loss_entropy": loss_entropy,
-                "entropy": entropy,
-                **self.rollout_diagnostics,
-                "kl": kl.detach(),
-                "kl_beta": self.kl_beta.clone(),
-            },
-            batch_size=[],
-        )
+        return self.loss_output(pg_loss, v_loss, entropy, kl=kl.detach(), kl_beta=self.kl_beta.clone())
 
 
 def _name(key: NestedKey) -> str:
