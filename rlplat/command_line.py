@@ -1,6 +1,7 @@
-"""What an ``rlplat-train`` command line asks for, read from its flags without importing Hydra.
+"""What an ``rlplat-train`` command line asks for, read from its flags without importing Hydra,
+and how a console script's process treats Python's garbage collector.
 
-:mod:`rlplat.cli.launch` decides from it, before anything heavy is imported, whether to
+:mod:`rlplat.cli.launch` decides from the flags, before anything heavy is imported, whether to
 start MLflow's child process early; :mod:`rlplat.hydra_ext.validate` checks the rest.
 """
 
@@ -32,20 +33,16 @@ def is_resume(args: Sequence[str]) -> bool:
 
 
 def collect_after_start_up() -> None:
-    """Pause Python's cyclic garbage collector until the start-up is over.
-
-    Importing torch, Hydra and MLflow creates some 500k objects; the collector's thresholds
-    make it walk all of them about five times during the imports (~0.4 s of a command's
-    start-up here), finding next to nothing to free. ``rlplat-train`` calls this first when
-    it starts a run; training starts it again (:meth:`rlplat.signals.Life.start_up_done`).
-    """
+    """Pause Python's cyclic garbage collector until training starts
+    (:meth:`rlplat.signals.Life.start_up_done`): importing torch, Hydra and MLflow creates some
+    500k objects, which it would walk about five times (~0.4 s here) to free next to nothing."""
     gc.disable()
 
 
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused inside the block, for a short command that
-    imports torch or MLflow (see :func:`collect_after_start_up`); as it was after it."""
+    """The garbage collector paused inside the block, for a short command that imports torch or
+    MLflow (see :func:`collect_after_start_up`); as it was after it."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -57,14 +54,8 @@ def collection_paused() -> Iterator[None]:
 
 @functools.cache  # registered once
 def skip_final_collection() -> None:
-    """Exempt every object left at exit from the interpreter's last garbage collection.
-
-    Console scripts call this first, so that the handler runs after every other exit handler
-    (``atexit`` runs them last-in, first-out: logging's flush, temporary directories' removal
-    and the rest run before it). The collection Python runs while shutting down walks every
-    object that torch, Hydra and the rest created, ~0.55 s of a 2.5 s ``rlplat-train``
-    command here, to free memory the operating system takes back a moment later; objects
-    that are not in reference cycles are still freed as the modules are torn down. Calling
-    it again does nothing.
-    """
+    """Exempt every object left at exit from the interpreter's last garbage collection, which
+    walks everything torch, Hydra and the rest created (~0.55 s of a 2.5 s command here) to free
+    memory the operating system takes back a moment later. Console scripts call it first, so
+    that it runs after every other exit handler (``atexit`` runs them last-in, first-out)."""
     atexit.register(gc.freeze)

@@ -1,9 +1,7 @@
-"""The run's own settings: the ``trainer``, ``checkpoint`` and ``tracking`` nodes.
-
-Light on purpose (no torch, no MLflow): ``rlplat-train`` checks these nodes right after
-composing the config, before any heavy import, so that a wrong type or an out-of-range
-value is reported within a second. Each dataclass's defaults live in conf/config.yaml
-only, with each key's meaning and unit; frames are env steps summed over all envs.
+"""The run's own settings (the ``trainer`` and ``checkpoint`` nodes; ``tracking`` in
+:mod:`rlplat.tracking.settings`), checked right after composition, before torch is imported.
+Their defaults live in conf/config.yaml only, with each key's meaning and unit; frames are env
+steps summed over all envs.
 """
 
 from __future__ import annotations
@@ -125,8 +123,8 @@ class CheckpointConfig(SettingsNode):
 
 
 def resolve_config(cfg: Any) -> dict[str, Any]:
-    """The composed config as plain containers, interpolations resolved, without its
-    ``hydra`` node: what the checks before torch and :func:`rlplat.build.build` read.
+    """The composed config as plain containers, resolved, without its ``hydra`` node: what the
+    checks before torch and :func:`rlplat.build.build` read.
 
     Raises:
         ConfigError: when an interpolation does not resolve.
@@ -153,20 +151,10 @@ def check_seed(seed: Any) -> int:
 
 
 def group_optimizer_settings(shared: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
-    """The optimizer settings of a parameter group with a sub-node ``optim.<group>``.
-
-    The sub-node's keys over the shared settings (``optim``'s other keys); but a sub-node
-    that names another optimizer (``optim.critic.name=rmsprop`` under Adam) starts from that
-    optimizer's own defaults (``conf/optim/<name>.yaml``) instead: the shared keys belong to
-    the shared optimizer (Adam's betas mean nothing to RMSprop).
-
-    Args:
-        shared: ``optim``'s keys that are not sub-nodes.
-        own: The group's sub-node.
-
-    Returns:
-        The settings of the group's optimizer, ``name`` included.
-    """
+    """The settings, ``name`` included, of a parameter group's optimizer: its sub-node
+    ``own`` (``optim.<group>``) over ``shared`` (``optim``'s other keys); but a sub-node that
+    names another optimizer (``optim.critic.name=rmsprop`` under Adam) starts from that
+    optimizer's defaults (``conf/optim/<name>.yaml``): Adam's betas mean nothing to RMSprop."""
     name = own.get("name", shared.get("name"))
     if name == shared.get("name"):
         return {**shared, **own}

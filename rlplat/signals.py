@@ -76,8 +76,7 @@ def exit_status(name: str) -> int:
 
 
 def process_start_time() -> float:
-    """``time.time()`` at which this process started (Linux /proc, 10 ms resolution);
-    elsewhere, when this module was imported."""
+    """``time.time()`` at this process's start (Linux /proc, 10 ms); elsewhere, this module's import."""
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         started_after_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
@@ -107,9 +106,9 @@ class Life:
         self._extra = 0  # signals after the first, outside training
 
     def start_up_done(self) -> None:
-        """START_UP -> RUNNING: exempt the objects alive now (modules, config, built parts)
-        from every later garbage collection (``gc.freeze``) and let the collector run again
-        (``rlplat-train`` paused it for its imports: :func:`rlplat.command_line.collect_after_start_up`)."""
+        """START_UP -> RUNNING: exempt the objects alive now (modules, config, built parts) from
+        later garbage collections (``gc.freeze``) and let the collector run again
+        (:func:`rlplat.command_line.collect_after_start_up` paused it)."""
         if self.phase is Phase.START_UP:
             self.phase = Phase.RUNNING
         gc.freeze()
@@ -128,10 +127,9 @@ class Life:
     @contextlib.contextmanager
     def training(self, stop: StopTarget) -> Iterator[None]:
         """Inside the block, the first SIGINT or SIGTERM sets ``stop.signal`` (the loop stops
-        after its rollout), a second raises KeyboardInterrupt at once. A signal that reached a
-        sweep's job before its training (``stopped_by``) stops it at its first rollout.
-        The handlers that were installed are restored after; the objects alive at the start
-        are exempt from garbage collection during the block (``gc.freeze``), and given back after."""
+        after its rollout), a second raises KeyboardInterrupt at once; a signal that reached a
+        sweep's job before (``stopped_by``) stops it at its first rollout. The previous
+        handlers are restored after, and the objects frozen at the start unfrozen."""
 
         def handler(signum: int, frame: FrameType | None) -> None:
             name = signal.Signals(signum).name
@@ -154,15 +152,10 @@ class Life:
             gc.unfreeze()
 
     def sweep_waits(self, main_process: bool = False) -> None:
-        """From now on, record SIGINT and SIGTERM instead of raising them (a sweep's main
-        process under the basic or parallel launcher, and the parallel launcher's workers):
-        the first one sets ``stopped_by`` (no further job starts; the jobs in training
-        stop on it themselves: :meth:`training`), a second says the process waits for the jobs
-        to end their runs, a third exits with :func:`exit_status` at once.
-
-        Args:
-            main_process: This is the sweep's main process (it prints what the first signal does).
-        """
+        """From now on, record SIGINT and SIGTERM instead of raising them (a sweep's main process,
+        and the parallel launcher's workers): the first sets ``stopped_by`` (no further job
+        starts; jobs in training stop on their own), a second says the process waits for the
+        jobs, a third exits at once. ``main_process``: print what the first signal does."""
         self._main_process = self._main_process or main_process
         self._waits = True
         for sig in HANDLED:
@@ -193,8 +186,7 @@ def stopped_in_start_up() -> NoReturn:
 
 
 def stopped_with_one_line(prog: str, what_is_left: str) -> NoReturn:
-    """Report a Ctrl-C that came in START_UP (a short command, or a run before training) as
-    ``<prog>: stopped by SIGINT: <what_is_left>`` and exit with status 130."""
+    """Report a Ctrl-C in START_UP as ``<prog>: stopped by SIGINT: <what_is_left>``; exit 130."""
     print(f"{prog}: stopped by SIGINT: {what_is_left}", file=sys.stderr)
     raise SystemExit(exit_status("SIGINT"))
 
@@ -219,18 +211,16 @@ def wait_forwarding_signals(process: subprocess.Popen[Any]) -> int:
 
 
 def ignore_signals() -> None:
-    """Ignore SIGINT and SIGTERM for good: a child process whose parent ends it (MLflow's
-    recorder, :mod:`rlplat.tracking.process`), so that a Ctrl-C reaches only the parent."""
+    """Ignore SIGINT and SIGTERM for good, in a child process its parent ends (MLflow's recorder)."""
     for sig in HANDLED:
         signal.signal(sig, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
 def sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while processes are started: env subprocesses, collector workers, a local
-    Ray instance. They keep ignoring it (Python installs no handler of its own in a process that
-    starts with SIGINT ignored), so that a Ctrl-C stops the run, which then closes them. In the
-    main thread only; elsewhere nothing changes."""
+    """SIGINT ignored while processes are started (env subprocesses, collector workers, a local Ray
+    instance): they keep ignoring it, so that a Ctrl-C stops the run, which closes them. Main
+    thread only; elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

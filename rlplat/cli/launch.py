@@ -6,13 +6,9 @@
 
 The way to the loop: :func:`main` -> :func:`rlplat.cli.train.train` (Hydra's task: checks,
 :func:`rlplat.build.build`) -> :func:`rlplat.cli.run.run_training` (the MLflow run, signals,
-the checkpoint on a stop) -> :meth:`rlplat.trainer.Trainer.fit`.
-
-For a single run, MLflow's child process (:mod:`rlplat.tracking.process`, ~1.2 s to import
-MLflow) starts here, before Hydra is imported, so that it is ready about when training
-starts; Python's garbage collector waits until then
-(:func:`rlplat.command_line.collect_after_start_up`), and its last collection at exit is
-skipped (:func:`rlplat.command_line.skip_final_collection`).
+the checkpoint on a stop) -> :meth:`rlplat.trainer.Trainer.fit`. A single run starts MLflow's
+child process (:mod:`rlplat.tracking.process`, ~1.2 s to import MLflow) here, before Hydra is
+imported, so that it is ready about when training starts.
 """
 
 from __future__ import annotations
@@ -27,11 +23,10 @@ from rlplat.signals import LIFE, Phase, stopped_in_start_up
 def main() -> None:
     """Console entry point of ``rlplat-train``.
 
-    Bad input found before Hydra runs (an override that does not parse, an output directory
-    that cannot be written), and Hydra's own errors in a single run (an unknown key or config
-    group option), are one ``rlplat-train: error:`` line and exit status 2; ``HYDRA_FULL_ERROR=1``
-    shows the traceback instead. Ctrl-C before training stops with one line and exit status
-    130, nothing recorded (:mod:`rlplat.signals`)."""
+    Bad input found before Hydra runs, and Hydra's own errors in a single run (an unknown key
+    or option), are one ``rlplat-train: error:`` line and exit status 2 (``HYDRA_FULL_ERROR=1``
+    shows the traceback). Ctrl-C before training is one line and exit status 130, nothing
+    recorded (:mod:`rlplat.signals`)."""
     skip_final_collection()
     args = sys.argv[1:]
     tracker = None
@@ -57,14 +52,13 @@ def main() -> None:
 
 
 def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> None:
-    """Register rlplat's Hydra plugins and options, check the command line, and run Hydra
-    with :class:`rlplat.cli.train.Job` as its task.
+    """Register rlplat's Hydra plugins and options, check the command line, and run Hydra with
+    :class:`rlplat.cli.train.Job` as its task.
 
-    Hydra reports its own errors by printing them and exiting 1, unless ``HYDRA_FULL_ERROR=1``
-    (a documented setting), where it raises them. For a single run it is set here, for the
-    composition only: the job puts the user's value back as it starts, so that an error in
-    training is reported as Hydra always does. A multirun, whose jobs may run elsewhere, and a
-    command that only prints are left to Hydra as they are."""
+    Hydra prints its own errors and exits 1 unless ``HYDRA_FULL_ERROR=1`` (a documented
+    setting), where it raises them. A single run sets it for the composition only: the job
+    puts the user's value back as it starts. A multirun, whose jobs may run elsewhere, and a
+    command that only prints, are left to Hydra."""
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -82,10 +76,10 @@ def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> No
         register_sweeper()
         register_group_options()
         sys.argv[1:] = route(args)
-        check_command_line(sys.argv[1:])  # every override parses; the output directories are writable
+        check_command_line(sys.argv[1:])
         if single_run:
             os.environ["HYDRA_FULL_ERROR"] = "1"
-        job = Job(tracker, user_full_error, restore_full_error=single_run)
+        job = Job(tracker, user_full_error, restore=single_run)
         # decorated here, not at definition, so that launchers pickle the job by reference
         hydra.main(config_path="pkg://rlplat.conf", config_name="config", version_base="1.3")(job)()
     except (HydraException, OmegaConfBaseException, ConfigError, PluginError) as error:

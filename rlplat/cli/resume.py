@@ -1,12 +1,10 @@
 """``rlplat-train resume=<run id | run dir | sweep dir>``: continue a run, or a sweep's
-unfinished jobs, from the newest readable checkpoint.
+unfinished jobs, from the newest readable checkpoint (a corrupt one is skipped, with a warning).
 
-The run goes on in the same MLflow run (same id; status back to RUNNING, then FINISHED),
-with the config stored in the checkpoint; metrics continue after the last step already
-logged, params are not logged again. A corrupt newest checkpoint is skipped with a warning
-for the previous one. For a sweep directory, jobs whose run FINISHED are skipped, the
-others resume one after another, and the jobs that never started are started (Hydra's basic
-sweeper); the sweep then ends as a sweep does (job table, report), its parent run FINISHED.
+A run goes on in its MLflow run (same id, RUNNING again) with the config in its checkpoint;
+metrics continue after the last step logged. In a sweep directory, jobs that FINISHED are
+skipped, the others resumed, those never started are started; then the sweep ends as a
+sweep does (job table, report), its parent run FINISHED.
 """
 
 from __future__ import annotations
@@ -26,6 +24,10 @@ from rlplat.tracking.records import read_run_file
 from rlplat.tracking.settings import absolute_sqlite_uri
 
 ALLOWED = ("resume", "tracking.uri")
+
+
+def _warn(message: str) -> None:
+    print(f"rlplat-train: warning: {message}", file=sys.stderr)
 
 
 def main(args: list[str]) -> int:
@@ -53,6 +55,7 @@ def main(args: list[str]) -> int:
 
 
 def _parse(args: list[str]) -> dict[str, str]:
+    """``resume=... [tracking.uri=...]`` -> their values; raises ConfigError for anything else."""
     options = {}
     for arg in args:
         key, sep, value = arg.partition("=")
@@ -80,14 +83,9 @@ def _refuse_optuna_sweep(directory: Path) -> None:
     )
 
 
-def _warn(message: str) -> None:
-    print(f"rlplat-train: warning: {message}", file=sys.stderr)
-
-
 def _refuse_other_store(given: str | None, target: str, stores: set[str]) -> None:
     """Raise ConfigError when ``tracking.uri`` was given with a directory whose runs are
-    recorded in ``stores`` and it names none of them: a run directory's run (a sweep's jobs)
-    goes on in the store it was recorded in; ``tracking.uri=`` says where to find a run id."""
+    recorded in ``stores`` and names none: they go on there; it only says where a run id is."""
     if given is None or not stores or absolute_sqlite_uri(given) in stores:
         return
     raise ConfigError(
@@ -102,12 +100,12 @@ def resume_run(target: str, tracking_uri: str, given_uri: str | None = None) -> 
     Args:
         target: A run id (looked up in ``tracking_uri``), a run directory or a checkpoint.
         tracking_uri: The store of a run id.
-        given_uri: ``tracking.uri`` as given on the command line (None: not given); for a
-            directory it must name the store the run was recorded in.
+        given_uri: ``tracking.uri`` as given (None: not given); for a directory it must name
+            the store the run was recorded in.
 
     Raises:
-        ConfigError: for an unknown run, a directory without checkpoints or a checkpoint
-            that cannot be read; for a ``given_uri`` that is not the run directory's store.
+        ConfigError: for an unknown run, a directory without checkpoints, a checkpoint that
+            cannot be read, or a ``given_uri`` that is not the run directory's store.
         SystemExit: 130 or 143 when a signal stops it again (see :mod:`rlplat.cli.run`).
     """
     from omegaconf import OmegaConf
@@ -137,18 +135,15 @@ def resume_run(target: str, tracking_uri: str, given_uri: str | None = None) -> 
             f"({frames:,} of {built.trainer.total_frames:,} frames)",
             file=sys.stderr,
         )
-        title = f"{config['loss']['name']} / resumed / seed {built.seed}"
-        tracking = built.tracking
-        run, tags = run_to_continue(located, tracking, target, _warn) if tracking.enabled else (located.run_id, {})
-        callbacks = video_callbacks(built, located.run_dir, start_frames=frames)
+        run, tags = run_to_continue(located, built.tracking, target, _warn) if built.tracking.enabled else (None, {})
         spec = RunSpec(
             located.run_dir,
-            title,
+            f"{config['loss']['name']} / resumed / seed {built.seed}",
             tags=tags,
-            resume_run=run if tracking.enabled else None,
+            resume_run=run,
             state=located.state,
             job_start=started,
-            callbacks=callbacks,
+            callbacks=video_callbacks(built, located.run_dir, start_frames=frames),
         )
         run_training(built, spec)
     finally:

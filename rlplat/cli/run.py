@@ -23,7 +23,7 @@ from rlplat.metrics import TRAIN_SECONDS
 from rlplat.signals import LIFE, exit_status, interrupted_by
 from rlplat.tags import DESCRIPTION_TAG, PRUNED_TAG, RUN_DIR_TAG, SIGNAL_TAG
 from rlplat.tracking.locate import SWEEP_FILE
-from rlplat.tracking.records import RunRecord, read_run_file
+from rlplat.tracking.records import RunRecord, TrackerCallback, read_run_file
 
 if TYPE_CHECKING:
     from rlplat.build import Build
@@ -36,20 +36,19 @@ class RunSpec:
     Attributes:
         output_dir: The run directory.
         title: Shown on the console.
-        tags: The MLflow run's tags (a new run); unused when resuming.
-        resume_run: The MLflow run to continue (resume), or None for a new run.
-        state: The checkpoint to continue from (resume), or None.
+        tags: The new MLflow run's tags (unused when resuming).
+        resume_run: The MLflow run to continue, or None for a new run.
+        state: The checkpoint to continue from, or None.
         reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
-        job_start: ``time.time()`` when the job started, for ``time/startup_s`` (a new run)
-            or ``time/downtime_s`` (a resumed one).
+        job_start: ``time.time()`` at the job's start, for ``time/startup_s`` (a new run) or
+            ``time/downtime_s`` (a resumed one).
         run_start: ``time.time()`` the new MLflow run starts at, when not ``job_start``.
         callbacks: More trainer callbacks (e.g. periodic videos).
-        tracker: The tracker to record the run with, started before the parts were built
-            (a :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
-            torch); None opens an in-process one (a process with MLflow loaded already:
-            ``resume=``, a sweep's later jobs).
-        tracker_options: Keywords of the in-process tracker (see
-            :class:`rlplat.tracking.store.Tracker`): a sweep's job waits for its server.
+        tracker: The tracker started before the build (a
+            :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
+            torch); None opens an in-process one with ``tracker_options`` (a process with
+            MLflow loaded already: ``resume=``, a sweep's later jobs).
+        tracker_options: Keywords of :class:`rlplat.tracking.store.Tracker`.
     """
 
     output_dir: Path
@@ -110,8 +109,8 @@ def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
     where = (
         f"at {error.frames:,} frames, checkpoint {error.checkpoint}" if isinstance(error, Interrupted) else "at once"
     )
-    in_sweep = (spec.output_dir.parent / SWEEP_FILE).is_file()  # its sweep's resume starts it again
-    if in_sweep or periodic_checkpoints(spec.output_dir):
+    # a sweep's job is started again by its sweep's resume
+    if (spec.output_dir.parent / SWEEP_FILE).is_file() or periodic_checkpoints(spec.output_dir):
         message = f"{where}.\nResume with: {resume_command(spec.output_dir)}"
     else:
         message = f"{where}, before its first checkpoint: nothing to resume"
@@ -151,19 +150,13 @@ def _recorded(built: Build, spec: RunSpec, stop: Any) -> Iterator[list[Any]]:
     status, loggers = "FAILED", []
     try:
         loggers = make_loggers(built.tracking.also, spec.output_dir, after_step)
-        for logger in loggers if startup is not None else ():
-            logger.on_log({"time/startup_s": startup}, 0)
-        if tracker is None:
-            yield loggers
-            return
-        from rlplat.tracking.records import TrackerCallback
-
-        if startup is not None:
-            tracker.log_metrics({"time/startup_s": startup}, step=0)
-        for callback in spec.callbacks:  # periodic videos upload through the tracker
+        sinks = [*([TrackerCallback(tracker, after_step=after_step)] if tracker is not None else []), *loggers]
+        for sink in sinks if startup is not None else ():
+            sink.on_log({"time/startup_s": startup}, 0)
+        for callback in spec.callbacks if tracker is not None else ():  # periodic videos upload through the tracker
             if isinstance(callback, VideoRecorder):
                 callback.upload_with(tracker)
-        yield [record, TrackerCallback(tracker, after_step=after_step), *loggers]
+        yield [record, *sinks] if tracker is not None else loggers
         status = "FINISHED"
     except (Interrupted, KeyboardInterrupt) as error:
         name = error.signal if isinstance(error, Interrupted) else stop.signal or interrupted_by(error)
@@ -188,16 +181,6 @@ def _recorded(built: Build, spec: RunSpec, stop: Any) -> Iterator[list[Any]]:
                 tracker.end(status)
 
 
-def _description(built: Build, tags: dict[str, str]) -> str:
-    """The run's description on its MLflow page: the command, what is trained, where."""
-    env_name = built.env.title
-    frames = built.trainer.total_frames
-    return (
-        f"`{tags.get('command', 'rlplat-train')}`\n\n{tags['algo']} on {env_name}, seed {tags['seed']}, "
-        f"{frames:,} frames. Run directory: `{tags[RUN_DIR_TAG]}`."
-    )
-
-
 def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
     """Begin the MLflow run (or reopen the resumed one); returns the tracker and the last
     step already logged (a resumed run logs only after it)."""
@@ -216,7 +199,10 @@ def _open_run(built: Build, spec: RunSpec) -> tuple[Any, int | None]:
         return tracker, tracker.last_step("time/fps")
     tags = {**spec.tags, RUN_DIR_TAG: str(spec.output_dir.resolve())}
     name = tracking.run_name or f"{tags['algo']}-{built.env.label(tags['env'])}-s{tags['seed']}"
-    tags.setdefault(DESCRIPTION_TAG, _description(built, tags))
+    what = f"{tags['algo']} on {built.env.title}, seed {tags['seed']}, {built.trainer.total_frames:,} frames"
+    tags.setdefault(
+        DESCRIPTION_TAG, f"`{tags.get('command', 'rlplat-train')}`\n\n{what}. Run directory: `{tags[RUN_DIR_TAG]}`."
+    )
     # created while training starts (see RunRecord), and started when the job did: before the
     # metrics logged meanwhile, so that seconds from the run's start count the whole command
     start = spec.run_start if spec.run_start is not None else spec.job_start

@@ -1,9 +1,9 @@
 """Hydra's task for ``rlplat-train``: one job, in the command's process or a launcher's worker.
 
 :func:`train` checks the composed config before torch is imported
-(:func:`rlplat.hydra_ext.validate.check_config`), builds the parts (:func:`rlplat.build.build`,
-every check between them) and hands them to :func:`rlplat.cli.run.run_training`. Bad input is
-reported here, in one place, with nothing left half-written.
+(:func:`rlplat.hydra_ext.validate.check_config`), builds the parts (:func:`rlplat.build.build`)
+and hands them to :func:`rlplat.cli.run.run_training`. Bad input is reported here, in one
+place, with nothing left half-written.
 """
 
 from __future__ import annotations
@@ -37,19 +37,18 @@ class Job:
     Attributes:
         tracker: The unopened :meth:`rlplat.tracking.process.TrackerProcess.spare` that
             ``rlplat-train`` started for a single run, or None.
-        user_full_error: The user's ``HYDRA_FULL_ERROR`` (None: not set).
-        restore_full_error: Put it back as the job starts (``rlplat-train`` set it to 1 for
-            the composition of a single run).
+        full_error: The user's ``HYDRA_FULL_ERROR`` (None: unset), put back as the job starts
+            when ``rlplat-train`` set it for the composition (``restore``).
     """
 
     tracker: Any = None
-    user_full_error: str | None = None
-    restore_full_error: bool = False
+    full_error: str | None = None
+    restore: bool = False
 
     def __call__(self, cfg: DictConfig) -> float:
         """Run the job; returns its objective (NaN for a sweep's job that failed or was stopped)."""
-        if self.restore_full_error:
-            set_full_error(self.user_full_error)
+        if self.restore:
+            set_full_error(self.full_error)
         return train(cfg, self.tracker)
 
 
@@ -64,13 +63,12 @@ def set_full_error(value: str | None) -> None:
 def train(cfg: DictConfig, tracker: Any = None) -> float:
     """Check, build, fit and record one job; returns ``trainer.objective``.
 
-    Every config error is raised by the checks or the build, before an MLflow run exists; it
-    removes what the job wrote in its run directory (:func:`remove_run_dir`). In a single run
-    it is one line and exit status 2; in a sweep, as any other error of a job, one line and a
-    record for the sweep's end (:func:`job_failed`), and the sweep goes on. Ctrl-C before a
-    single run's training removes its directory too (``rlplat-train`` reports it). A signal
-    that stopped a job of the parallel launcher's worker is returned as NaN (joblib would kill
-    the other workers on an exception before their jobs have checkpointed).
+    A config error comes from the checks or the build, before an MLflow run exists, and
+    removes what the job wrote (:func:`remove_run_dir`): in a single run it is one line and
+    exit status 2; in a sweep, one line and a record for the sweep's end (:func:`job_failed`),
+    and the sweep goes on, as after any other error of a job. Ctrl-C before a single run's
+    training removes its directory too. A signal that stopped a job in the parallel launcher's
+    worker returns NaN (joblib would kill the other workers before they checkpoint).
 
     Args:
         cfg: The composed config.
@@ -82,7 +80,7 @@ def train(cfg: DictConfig, tracker: Any = None) -> float:
     local_worker = multirun and runs_in_local_workers(hydra_cfg)
     command = shlex.join(["rlplat-train", *map(unroute, hydra_cfg.overrides.task if multirun else sys.argv[1:])])
     hydra_files = (".hydra", f"{hydra_cfg.job.name}.log")  # what Hydra wrote for the job
-    before = entries_before(output_dir, hydra_files)
+    before = {e.name for e in output_dir.iterdir()} - set(hydra_files) if output_dir.is_dir() else set()
     job_start = LIFE.job_start()
     if local_worker:
         LIFE.sweep_waits()  # a signal between this worker's jobs: it starts no more
@@ -116,26 +114,19 @@ def train(cfg: DictConfig, tracker: Any = None) -> float:
 
 
 def _build_and_run(
-    cfg: DictConfig,
-    probe: list[Any],
-    output_dir: Path,
-    command: str,
-    job_start: float,
-    run_start: float | None,
+    cfg: DictConfig, probe: list[Any], output_dir: Path, command: str, job_start: float, run_start: float | None,
     spare: Any,
-) -> float:
-    """Build the parts (from ``probe``, the checks' env) and run them
-    (:func:`rlplat.cli.run.run_training`); MLflow loads in a child process while this one
-    builds. ``run_start``: a sweep's job starts its MLflow run at its own start, so that the
-    first job's wall time does not count the sweep's start-up."""
+) -> float:  # fmt: skip
+    """Build the parts (from ``probe``, the checks' env) and run them while MLflow loads in a
+    child process. ``run_start``: a sweep's job starts its MLflow run at its own start, so that
+    the first job's wall time does not count the sweep's start-up."""
     from rlplat.build import build
     from rlplat.cli.run import RunSpec, run_training
     from rlplat.sweep.reporter import TrialReporter
     from rlplat.video import video_callbacks
 
     try:
-        options = tracker_options(cfg)
-        tracker = start_tracker(cfg, spare, options)
+        tracker, options = start_tracker(cfg, spare)
     except BaseException:
         probe.pop().close()
         raise
@@ -145,11 +136,10 @@ def _build_and_run(
             choices = HydraConfig.get().runtime.choices
             algo, env = str(choices.get("algo")), str(choices.get("env"))
             reporter = TrialReporter.from_environment(built.trainer.objective)
-            tags = _tags(built, algo, env, command, reporter) if built.tracking.enabled else {}
             spec = RunSpec(
                 output_dir,
                 f"{algo} / {built.env.label(env)} / seed {built.seed}",
-                tags=tags,
+                tags=_tags(built, algo, env, command, reporter) if built.tracking.enabled else {},
                 reporter=reporter,
                 job_start=job_start,
                 run_start=run_start,
@@ -165,43 +155,37 @@ def _build_and_run(
             tracker.close()  # nothing more once the run ended; a run never started leaves nothing
 
 
-def tracker_options(cfg: DictConfig) -> dict[str, Any]:
-    """Keywords of the job's tracker (:class:`rlplat.tracking.store.Tracker`): how long its end
-    waits for an unreachable server (``tracking.end_wait_s``); a job of a recorded sweep, on
-    the store of its sweep's parent run (which the server answered when the sweep began),
-    also waits for a tracking server that does not answer at its start rather than fail, and
-    its end waits at most 5 s (the sweep's end records what is left)."""
+def start_tracker(cfg: DictConfig, spare: Any = None) -> tuple[Any, dict[str, Any]]:
+    """The job's tracker and its keywords (:class:`rlplat.tracking.store.Tracker`).
+
+    The tracker is a :class:`rlplat.tracking.process.TrackerProcess`: ``spare`` opened when
+    given, else a new one; None when tracking is off or this process has MLflow loaded (a
+    sweep's process after its first job records in-process), and ``spare`` is then discarded.
+    Its end waits ``tracking.end_wait_s`` for an unreachable server; a job of a recorded
+    sweep on its parent run's store waits for a server that does not answer at its start,
+    rather than fail, and its end waits at most 5 s (the sweep's end records what is left).
+    """
     from rlplat.sweep.runs import active_parent
     from rlplat.tracking.pending import SWEEP_JOB_END_FLUSH_S
-    from rlplat.tracking.settings import TrackingConfig
-
-    parent, tracking = active_parent(), TrackingConfig.from_node(cfg.tracking)
-    if parent is None or HydraConfig.get().mode != RunMode.MULTIRUN or parent.uri != tracking.uri:
-        return {"end_flush_s": float(tracking.end_wait_s)}
-    return {"wait_for_server": True, "end_flush_s": min(float(tracking.end_wait_s), SWEEP_JOB_END_FLUSH_S)}
-
-
-def start_tracker(cfg: DictConfig, spare: Any = None, options: dict[str, Any] | None = None) -> Any:
-    """A :class:`rlplat.tracking.process.TrackerProcess` for the ``tracking`` node: ``spare``
-    opened, when given, else a new one; None when tracking is off, or when this process has
-    MLflow loaded already (a sweep's launcher process after its first job: the run opens an
-    in-process tracker at no cost), and ``spare`` is then discarded."""
     from rlplat.tracking.process import TrackerProcess
     from rlplat.tracking.settings import TrackingConfig
 
-    tracking = TrackingConfig.from_node(cfg.tracking)
+    parent, tracking = active_parent(), TrackingConfig.from_node(cfg.tracking)
+    options: dict[str, Any] = {"end_flush_s": float(tracking.end_wait_s)}
+    if parent is not None and HydraConfig.get().mode == RunMode.MULTIRUN and parent.uri == tracking.uri:
+        options = {"wait_for_server": True, "end_flush_s": min(options["end_flush_s"], SWEEP_JOB_END_FLUSH_S)}
     if not tracking.enabled or "mlflow" in sys.modules:
         if spare is not None:
             spare.discard()
-        return None
+        return None, options
     if spare is None:
-        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location, **(options or {}))
-    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location, **(options or {}))
-    return spare
+        return TrackerProcess(tracking.uri, tracking.experiment, tracking.artifact_location, **options), options
+    spare.open(tracking.uri, tracking.experiment, tracking.artifact_location, **options)
+    return spare, options
 
 
 def _tags(built: Any, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
-    """The run's tags: rlplat's own, plus the sweep's when this job is a sweep's child (its
+    """The run's tags: rlplat's own, and the sweep's when this job is a sweep's child (its
     store, as built, is the sweep's parent run's)."""
     import hydra
 
@@ -229,32 +213,22 @@ def _tags(built: Any, algo: str, env: str, command: str, reporter: Any) -> dict[
     return tags
 
 
-def entries_before(output_dir: Path, hydra_files: tuple[str, ...]) -> set[str]:
-    """The names in a job's run directory as the job starts, other than ``hydra_files`` (what
-    Hydra wrote for it): a directory of the user's, or an earlier run's, that ``hydra.run.dir``
-    named (:func:`remove_run_dir` keeps them)."""
-    return {entry.name for entry in output_dir.iterdir()} - set(hydra_files) if output_dir.is_dir() else set()
-
-
 def remove_run_dir(output_dir: Path, multirun: bool, before: set[str], hydra_files: tuple[str, ...]) -> None:
-    """Remove what a job wrote in its run directory: the whole directory when it held nothing
-    else as the job started (``before`` empty) and, in a single run, the parents Hydra made for
-    it that are left empty (``outputs/runs/<date>``), up to the current directory; else only the
-    entries the job added, keeping ``before`` and ``hydra_files``. The current directory and
-    those above it are never removed."""
-    run_dir = output_dir.resolve()
+    """Remove what a job wrote in its run directory: the entries it added, keeping ``before``
+    (what was there as the job started: the user's, or an earlier run's) and ``hydra_files``;
+    the whole directory when ``before`` is empty and, in a single run, the parents Hydra made
+    for it that are left empty (``outputs/runs/<date>``). The current directory and those
+    above it are never removed."""
+    run_dir, cwd = output_dir.resolve(), Path.cwd().resolve()
     if not run_dir.is_dir():
         return
-    cwd = Path.cwd().resolve()
     if before or run_dir == cwd or run_dir in cwd.parents:
         for entry in run_dir.iterdir():
             if entry.name not in before and entry.name not in hydra_files:
                 shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
         return
     shutil.rmtree(run_dir, ignore_errors=True)
-    if multirun:
-        return  # the sweep's directory holds the other jobs
-    for parent in run_dir.parents:
+    for parent in () if multirun else run_dir.parents:  # a sweep's directory holds the other jobs
         if parent == cwd or cwd not in parent.parents:
             break
         try:

@@ -1,20 +1,15 @@
-"""Light checks of the command line and the composed config, run before torch is imported.
+"""Light checks of the command line and the composed config, run before torch is imported,
+so that ``rlplat-train`` reports bad input within a second or two, having written nothing:
 
-``rlplat-train`` reports bad input within a second or two, before anything heavy is
-imported or anything is written:
+* :func:`check_command_line`, before Hydra: the overrides parse, ``hydra.*`` keys exist, and
+  the run directory and an sqlite store's directory are writable;
+* :func:`check_config`, after composition: keys, types and NaN against the defaults, the
+  settings (:mod:`rlplat.settings`), the ranges of built-in components' keys, and one probe
+  env (:func:`rlplat.envs.probe.probe_env`), which the build then reads.
 
-* :func:`check_command_line`, before Hydra: every override parses (Hydra's override
-  grammar), and the run's output directory and the sqlite store's directory are writable;
-* :func:`check_config`, right after composition: the type of every value against the
-  default of the same key, the ``trainer``, ``checkpoint`` and ``tracking`` settings and the
-  seed (:mod:`rlplat.settings`), the ranges of built-in components' keys that need no torch,
-  and one probe env (:func:`rlplat.envs.probe.probe_env`), which the build then reads.
-
-The range checks call the functions the constructors call
-(:func:`rlplat.registry.check_in_range` and kin), so each message is written once and is the
-same whichever reports it. Checks between components that need the components themselves (an
-algorithm that cannot act in the env, a buffer that does not fit the loss) stay in
-:func:`rlplat.build.build`. This module imports neither torch nor MLflow.
+The range checks are the constructors' own functions (:func:`rlplat.registry.check_in_range`
+and kin), so each message is written once. Checks that need the built components stay in
+:func:`rlplat.build.build`. Imports neither torch nor MLflow.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, cast
@@ -61,9 +56,9 @@ from rlplat.settings import CheckpointConfig, TrainerConfig, check_seed, group_o
 from rlplat.tracking.settings import TrackingConfig
 
 GRAMMAR_URL = "https://hydra.cc/docs/advanced/override_grammar/basic/"
-"""Hydra's override grammar, named in the message for an override that does not parse."""
-
-
+OPEN_HYDRA_NODES = ("hydra.job.env_set", "hydra.sweeper", "hydra.launcher", "hydra.callbacks", "hydra.job_logging",
+                    "hydra.hydra_logging", "hydra.help", "hydra.hydra_help")  # fmt: skip
+"""Nodes of Hydra's config whose keys are the user's or a plugin's: a key may be added there."""
 _KIND_WORDS = {
     bool: ("true or false (bool)", "booleans (bool)"),
     int: ("an integer (int)", "integers (int)"),
@@ -76,18 +71,11 @@ _KIND_WORDS = {
 
 
 def parse_overrides(args: Sequence[str]) -> list[Override]:
-    """Parse the overrides of a command line with Hydra's public override parser.
-
-    Args:
-        args: Command-line arguments after the program name, as :func:`route` returns them;
-            flags (``-m``, ``--cfg job``) and their values are skipped.
-
-    Returns:
-        The parsed overrides, in order.
+    """The overrides of a command line (arguments after the program name), parsed in order with
+    Hydra's public parser; flags (``-m``, ``--cfg job``) are skipped.
 
     Raises:
-        ConfigError: for an override that does not parse, naming it, the parser's complaint
-            and the grammar.
+        ConfigError: for an override that does not parse: it, the parser's complaint, the grammar.
     """
     parser = OverridesParser.create()
     parsed = []
@@ -109,21 +97,18 @@ def parse_overrides(args: Sequence[str]) -> list[Override]:
 
 
 def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
-    """Check, before Hydra runs, what can be checked on the command line alone.
-
-    Every override must parse (:func:`parse_overrides`). Unless a flag such as ``--cfg`` or
-    ``--help`` only prints, the run directory (``hydra.run.dir``; ``hydra.sweep.dir`` with
-    ``-m``), given or the default of conf/config.yaml, and the directory of a
-    ``tracking.uri=sqlite:///...`` store given on the command line must be writable: the
-    nearest existing directory of each is checked, since Hydra and MLflow create the rest.
+    """Check what the command line alone shows, before Hydra runs: every override parses, a
+    ``hydra.*`` key added exists (:func:`check_hydra_keys`) and, unless a flag only prints
+    (``--cfg``, ``--help``), the run directory (``hydra.run.dir``, or ``hydra.sweep.dir`` with
+    ``-m``; given or conf/config.yaml's) and a ``tracking.uri=sqlite:///...`` store's directory
+    are writable (:func:`check_writable`).
 
     Args:
-        args: Command-line arguments after the program name, as :func:`route` returns them.
-        cwd: Directory relative paths start from; the current directory when None.
+        args: Arguments after the program name, as :func:`rlplat.hydra_ext.route` returns them.
+        cwd: Where relative paths start; the current directory when None.
 
     Raises:
-        ConfigError: for an override that does not parse, or ``key='value': not writable
-            (reason)``.
+        ConfigError: naming the override, or ``key='value': not writable (reason)``.
     """
     overrides = parse_overrides(args)
     check_hydra_keys(overrides)
@@ -143,18 +128,12 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
             check_writable("tracking.uri", uri, Path(prefix).parent if prefix == path else Path(prefix), cwd)
 
 
-OPEN_HYDRA_NODES = ("hydra.job.env_set", "hydra.sweeper", "hydra.launcher", "hydra.callbacks", "hydra.job_logging",
-                    "hydra.hydra_logging", "hydra.help", "hydra.hydra_help")  # fmt: skip
-"""Nodes of Hydra's config whose keys are the user's or a plugin's (an env variable, a
-sweep's parameter, a launcher's setting): a key may be added there."""
-
-
 def check_hydra_keys(overrides: Sequence[Override]) -> None:
     """Refuse a ``hydra.*`` key added with ``+`` or ``++`` that Hydra's own config lacks, outside
-    :data:`OPEN_HYDRA_NODES`: Hydra would keep it, and nothing would read it.
+    :data:`OPEN_HYDRA_NODES`: nothing would read it.
 
     Raises:
-        ConfigError: ``hydra.foo=1: Hydra has no setting 'hydra.foo' ...``.
+        ConfigError: ``hydra.foo=1: Hydra has no setting 'hydra.foo' ...``, with the node's keys.
     """
     from hydra.conf import HydraConf
 
@@ -176,14 +155,10 @@ def check_hydra_keys(overrides: Sequence[Override]) -> None:
 
 
 def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:
-    """Raise ConfigError unless files can be created in directory ``path``: in it where it
-    exists, else in its nearest existing ancestor (where the missing directories would be made).
-
-    Args:
-        key: The config key, for the message.
-        value: Its value as given, for the message.
-        path: The directory to check, absolute or relative to ``cwd`` (and named so).
-        cwd: The directory a relative ``path`` starts from.
+    """Raise ConfigError unless files can be created in directory ``path`` (relative to
+    ``cwd``): in it where it exists, else in its nearest existing ancestor. A directory is made
+    there and removed at once, since a permission check passes for root everywhere, and on
+    virtual file systems (``/proc``, ``/sys``) that refuse new entries all the same.
 
     Raises:
         ConfigError: ``key='value': not writable (reason)``.
@@ -195,23 +170,13 @@ def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:
     elif not os.access(cwd / existing, os.W_OK | os.X_OK):
         read_only = bool(os.statvfs(cwd / existing).f_flag & os.ST_RDONLY)
         reason = f"{shown} is on a read-only file system" if read_only else f"no permission to write in {shown}"
-    elif (refused := _cannot_make_directory_in(cwd / existing)) is not None:
-        reason = f"cannot create a directory in {shown}: {refused}"
     else:
-        return
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".rlplat-check-", dir=cwd / existing))
+            return
+        except OSError as error:
+            reason = f"cannot create a directory in {shown}: {error.strerror or type(error).__name__}"
     raise ConfigError(f"{key}={value!r}: not writable ({reason})")
-
-
-def _cannot_make_directory_in(directory: Path) -> str | None:
-    """Why no directory can be made in ``directory``, or None. A permission check passes for
-    root everywhere, and on virtual file systems (``/proc``, ``/sys``) that refuse new
-    entries all the same: a directory is made there and removed at once."""
-    try:
-        made = tempfile.mkdtemp(prefix=".rlplat-check-", dir=directory)
-    except OSError as error:
-        return error.strerror or type(error).__name__
-    os.rmdir(made)
-    return None
 
 
 def _literal_prefix(text: str) -> str:
@@ -221,47 +186,41 @@ def _literal_prefix(text: str) -> str:
 
 def _default_hydra_value(key: str) -> Any:
     """The value of ``hydra.<...>`` in rlplat's primary config, uninterpolated."""
-    node = OmegaConf.create(files(CONFIG_MODULE).joinpath("config.yaml").read_text())
-    value: Any = OmegaConf.to_container(node, resolve=False)
+    value: Any = OmegaConf.to_container(OmegaConf.create(files(CONFIG_MODULE).joinpath("config.yaml").read_text()))
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value
 
 
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gymnasium.Env:
-    """Check the composed config as far as it can be without torch, in the user's terms.
+    """Check the composed config as far as it can be without torch, in the user's terms: its
+    top-level keys (:func:`check_read`) and its values' types and NaN (:func:`check_types`)
+    against the defaults, the ``trainer``, ``checkpoint`` and ``tracking`` settings and
+    ``seed`` (:mod:`rlplat.settings`), the loggers' packages, the ranges of built-in
+    components' keys (:func:`check_ranges`); then one probe env is built.
 
-    In order: every top-level key is one rlplat reads (:func:`check_read`); every value has the
-    type of the same key's default (the config composed with the same group choices and none
-    of the values given: a second composition, needed only when values were given), and none
-    is NaN; the ``trainer``, ``checkpoint`` and
-    ``tracking`` nodes and ``seed`` (:mod:`rlplat.settings`); the packages of the loggers in
-    ``tracking.also`` are installed (:func:`rlplat.loggers.check_loggers`); the ranges of
-    built-in components' keys (:func:`check_ranges`); one probe env is built
-    (:func:`rlplat.envs.probe.probe_env`).
+    The defaults are the config composed with the same group choices and none of the values
+    given: a second composition, needed only when values were given.
 
     Args:
         cfg: The composed config (its ``hydra`` node, if any, is ignored).
-        overrides: The overrides it was composed with, as Hydra records them
-            (``hydra.overrides.task``); None reads them from the active Hydra config.
+        overrides: Its overrides as Hydra records them (``hydra.overrides.task``); None reads
+            them from the active Hydra config.
 
     Returns:
-        The probe env, still open, for :func:`rlplat.build.build` (``probe=``), which reads
-        the spaces from it and closes it.
+        The probe env, open, for :func:`rlplat.build.build` (``probe=``), which closes it.
 
     Raises:
         ConfigError: naming the key, the value and what is valid.
         PluginError: when a plugin the config selects fails to load.
     """
     config = resolve_config(cfg)
-    if overrides is None:
-        overrides = list(HydraConfig.get().overrides.task)
-    choices = group_choices(overrides)
-    # only group choices given: the config itself is the defaults, and Hydra's one composition serves
-    defaults = config if len(choices) == len(parse_overrides(overrides)) else default_config(choices)
+    parsed = parse_overrides(list(HydraConfig.get().overrides.task) if overrides is None else overrides)
+    groups = {*GROUPS.values(), *PRESET_GROUPS}
+    choices = [o.input_line or "" for o in parsed if o.key_or_group in groups or "/" in o.key_or_group]
+    defaults = config if len(choices) == len(parsed) else default_config(choices)
     check_read(config, defaults)
     check_types(config, defaults)
-    check_no_nan(config)
     TrainerConfig.from_node(config.get("trainer", {}))
     CheckpointConfig.from_node(config.get("checkpoint", {}))
     check_loggers(TrackingConfig.from_node(config.get("tracking", {})).also)
@@ -271,14 +230,9 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gym
 
 
 def check_read(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    """Every top-level key of ``config`` is one that rlplat reads: a key of the config composed
-    from the same group choices. A key added on the command line (``+note=x``, ``++note=x``)
-    that nothing reads would be ignored without a word. The keys of each node are checked by
-    the node's owner (the constructor of its entry, or its settings).
-
-    Args:
-        config: The resolved config.
-        defaults: The config of :func:`default_config`.
+    """Every top-level key of ``config`` is one rlplat reads, a key of ``defaults``: one added
+    on the command line (``+note=x``) would be ignored without a word. Each node's keys are
+    checked by its owner (its entry's constructor, or its settings).
 
     Raises:
         ConfigError: ``note='x': no part of rlplat reads 'note'. Valid top-level keys: ...``.
@@ -290,89 +244,63 @@ def check_read(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
             raise ConfigError(message + (f" Did you mean {suggestion!r}?" if suggestion else ""))
 
 
-def check_no_nan(node: Any, key: str = "") -> None:
-    """Raise ConfigError for the first NaN in the config: every range check (``x > 0``,
-    ``0 <= x <= 1``) is false for NaN, so it would pass them all and surface, if at all, as a
-    training that diverges.
-
-    Raises:
-        ConfigError: ``key=nan: must be a number, not NaN``.
-    """
-    if isinstance(node, float) and math.isnan(node):
-        raise ConfigError(f"{key}=nan: must be a number, not NaN")
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for child, value in items:
-        name = f"{key}[{child}]" if isinstance(child, int) else f"{key}.{child}" if key else str(child)
-        check_no_nan(value, name)
-
-
-def group_choices(overrides: Sequence[str]) -> list[str]:
-    """The overrides that choose a config group's option (``algo=ppo``, ``+sweep=x``,
-    ``~tuned``, ``hydra/launcher=parallel``), as given; values (``seed=1``) are left out."""
-    groups = {*GROUPS.values(), *PRESET_GROUPS}
-    return [o.input_line or "" for o in parse_overrides(overrides) if o.key_or_group in groups or "/" in o.key_or_group]
-
-
-def default_config(overrides: Sequence[str]) -> dict[str, Any]:
-    """The config composed with the group choices of ``overrides`` only (``algo=``, ``env=``,
-    ``+sweep=``, ``~tuned``, ``hydra/launcher=``, ...): the defaults values are checked against.
-
-    Uses the running Hydra app's search path when there is one, else rlplat's config module.
-
-    Args:
-        overrides: Overrides as Hydra records them; values (``seed=1``) are left out.
-
-    Returns:
-        The config as plain containers, interpolations left as written.
-    """
-    choices = group_choices(overrides)
+def default_config(choices: Sequence[str]) -> dict[str, Any]:
+    """The config composed with group choices only (``algo=ppo``, ``+sweep=x``, ``~tuned``,
+    ``hydra/launcher=...``), interpolations left as written: the defaults of :func:`check_types`.
+    Uses the running Hydra app's search path when there is one, else rlplat's config module."""
     if GlobalHydra.instance().is_initialized():
-        cfg = compose("config", overrides=choices)
+        cfg = compose("config", overrides=list(choices))
     else:
         register_hydra_plugins()
         register_group_options()
         with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
-            cfg = compose("config", overrides=choices)
+            cfg = compose("config", overrides=list(choices))
     return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))
 
 
-def check_types(config: Mapping[str, Any], defaults: Mapping[str, Any], prefix: str = "") -> None:
-    """Every value has the type of the default of its key: int -> int (not bool), float ->
-    int or float, bool -> bool, str -> str, list -> list (items of a list of one type
-    included), mapping -> mapping (checked key by key). A null or interpolated default, or a
-    key without a default, accepts anything, and a number's default accepts null (null
-    disables, as in ``optim.max_grad_norm=null``), as does a transform's (null leaves it out,
+def check_types(config: Any, defaults: Any, prefix: str = "") -> None:
+    """No value is NaN (every range check is false for NaN, so it would pass them all), and
+    every value has the type of its key's default: int -> int (not bool), float -> int or
+    float, bool, str, list (items of a list of one type included), mapping (checked key by
+    key). A null or interpolated default, or a key without one, accepts any type, and a
+    number's or a transform's default accepts null (null disables it: ``optim.max_grad_norm=null``,
     ``transforms.obs_norm=null``): their own checks report what is wrong.
 
     Args:
-        config: The resolved config (or one of its nodes).
+        config: The resolved config, or one of its nodes.
         defaults: The same node of :func:`default_config`.
-        prefix: Dotted path of the node, ``""`` at the top.
+        prefix: The node's dotted path, ``""`` at the top.
 
     Raises:
-        ConfigError: ``optim.lr=[1]: must be a number (float), like the default 0.0003``.
+        ConfigError: ``optim.lr=[1]: must be a number (float), like the default 0.0003``, or
+            ``loss.kl_target=nan: must be a number, not NaN``.
     """
-    for key, default in defaults.items():
+    items = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
+    for key, value in items:
+        name = f"{prefix.rstrip('.')}[{key}]" if isinstance(key, int) else f"{prefix}{key}"
+        default: Any = defaults.get(key) if isinstance(defaults, dict) else None
         kind = _kind(default)
-        if key not in config or kind is None or (kind is str and "${" in default) or default == "???":
-            continue
-        name, value = f"{prefix}{key}", config[key]
-        if value is None and (kind in (int, float) or prefix == "transforms."):
-            continue  # a transform set to null is left out (conf/config.yaml)
-        if not _fits(value, kind):
+        if isinstance(value, float) and math.isnan(value):
+            raise ConfigError(f"{name}=nan: must be a number, not NaN")
+        if kind is dict and name == "optim" and isinstance(value, dict):
+            default = _with_shared_optim_defaults(default, value)
+        elif kind is None or (kind is str and "${" in default) or default == "???":
+            kind = None
+        elif value is None and (kind in (int, float) or prefix == "transforms."):
+            continue  # null disables a number's feature, and leaves a transform out
+        if kind is not None and not _fits(value, kind):
             raise ConfigError(f"{name}={value!r}: must be {_KIND_WORDS[kind][0]}, like the default {_show(default)}")
-        if kind is dict:
-            check_types(value, _with_shared_optim_defaults(default, value) if name == "optim" else default, f"{name}.")
-        elif kind is list and default and len({_kind(item) for item in default}) == 1:
+        if kind is list and default and len({_kind(item) for item in default}) == 1:
             item_kind = _kind(default[0])
             if item_kind in (bool, int, float, str) and not all(_fits(item, item_kind) for item in value):
                 words = _KIND_WORDS[item_kind][1]
                 raise ConfigError(f"{name}={value!r}: must be a list of {words}, like the default {_show(default)}")
+        check_types(value, default, f"{name}.")
 
 
 def _with_shared_optim_defaults(defaults: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
-    """``optim``'s defaults with a group's sub-node (``optim.actor``) defaulting to the shared
-    settings, or to its own optimizer's when it names another, as
+    """``optim``'s defaults with each group's sub-node (``optim.actor``) defaulting to the
+    shared settings, or to its own optimizer's when it names another, as
     :func:`rlplat.optim.make_optimizers` reads them (:func:`rlplat.settings.group_optimizer_settings`)."""
     shared = {k: v for k, v in defaults.items() if not isinstance(v, Mapping)}
     groups = {}
@@ -390,11 +318,9 @@ def _kind(value: Any) -> type | None:
 
 def _fits(value: Any, kind: type) -> bool:
     """Whether ``value`` may replace a default of type ``kind``."""
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
+    if kind in (int, float) and isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float) if kind is float else kind)
 
 
 def _show(default: Any) -> str:
@@ -403,17 +329,12 @@ def _show(default: Any) -> str:
 
 
 def check_ranges(config: Mapping[str, Any]) -> None:
-    """The ranges of built-in components' keys, checked without building them by the
-    functions their constructors call (:func:`rlplat.registry.check_in_range` and kin), so
+    """The ranges of built-in components' keys, by the functions their constructors call, so
     the message is the constructor's: ``loss.gamma`` and ``loss.gae_lambda`` in [0, 1],
     ``loss.tau`` in (0, 1], ``collector.steps_per_env`` and ``num_envs``, ``buffer.epochs``,
-    ``capacity`` and ``batch_size`` at least 1, ``buffer.minibatch_size`` at most the frames
-    of a rollout, ``optim.lr`` > 0. A key that is absent is left to its constructor's
-    default; one that is null is out of range; keys of plugins' components are left to their
-    own constructors.
-
-    Args:
-        config: The resolved config, its types checked (:func:`check_types`).
+    ``capacity`` and ``batch_size`` at least 1, ``buffer.minibatch_size`` at most a rollout's
+    frames, ``optim.lr`` > 0. An absent key is its constructor's default; null is out of range;
+    plugins' components are left to their own constructors.
 
     Raises:
         ConfigError: the constructor's message (a :class:`rlplat.registry.RangeError`).
@@ -425,14 +346,14 @@ def check_ranges(config: Mapping[str, Any]) -> None:
                 check_in_range(f"loss.{key}", loss[key], 0, 1)
         if "tau" in loss:
             check_in_range("loss.tau", loss["tau"], 0, 1, low_open=True)
-    builtin_collector = _builtin(COLLECTORS, collector)
-    if builtin_collector:
-        _check_counts("collector", collector, ("steps_per_env", "num_envs"))
-    if _builtin(BUFFERS, buffer):
-        _check_counts("buffer", buffer, ("epochs", "capacity", "batch_size"))
-        frames = collector.get("steps_per_env", 0) * collector.get("num_envs", 0) if builtin_collector else 0
-        if frames and "minibatch_size" in buffer:
-            check_minibatch_size(buffer["minibatch_size"], frames)
+    counts = {"collector": ("steps_per_env", "num_envs"), "buffer": ("epochs", "capacity", "batch_size")}
+    for node_key, node, registry in (("collector", collector, COLLECTORS), ("buffer", buffer, BUFFERS)):
+        for key in counts[node_key] if _builtin(registry, node) else ():
+            if key in node:
+                check_at_least(f"{node_key}.{key}", node[key])
+    frames = collector.get("steps_per_env", 0) * collector.get("num_envs", 0) if _builtin(COLLECTORS, collector) else 0
+    if frames and _builtin(BUFFERS, buffer) and "minibatch_size" in buffer:
+        check_minibatch_size(buffer["minibatch_size"], frames)
     if _builtin(OPTIMIZERS, optim) and "lr" in optim:
         check_positive("optim.lr", optim["lr"], note=optim["name"], show=repr)
 
@@ -441,10 +362,3 @@ def _builtin(registry: Registry, node: Mapping[str, Any]) -> bool:
     """Whether ``node`` names one of rlplat's own entries of ``registry`` (imports nothing)."""
     name = node.get("name")
     return isinstance(name, str) and registry.distribution(name) == BUILTIN_DISTRIBUTION
-
-
-def _check_counts(node_key: str, node: Mapping[str, Any], keys: Iterable[str]) -> None:
-    """Check that each of ``keys`` that ``node`` sets is a count, at least 1."""
-    for key in keys:
-        if key in node:
-            check_at_least(f"{node_key}.{key}", node[key])

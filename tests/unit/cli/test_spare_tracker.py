@@ -20,7 +20,7 @@ def _cfg(tmp_path, enabled: bool):
 def test_a_run_that_tracks_takes_the_spare_child(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "mlflow", raising=False)  # as in rlplat-train's process
     spare = TrackerProcess.spare()
-    tracker = train.start_tracker(_cfg(tmp_path, enabled=True), spare)
+    tracker, _ = train.start_tracker(_cfg(tmp_path, enabled=True), spare)
     assert tracker is spare
     run_id = tracker.start("a-run", {}, {})
     tracker.end("FINISHED")
@@ -34,6 +34,6 @@ def test_a_run_that_does_not_track_stops_the_spare_child_at_once(tmp_path, monke
     if mlflow_loaded:
         monkeypatch.setitem(sys.modules, "mlflow", types.ModuleType("mlflow"))
     spare = TrackerProcess.spare()
-    assert train.start_tracker(_cfg(tmp_path, enabled=mlflow_loaded), spare) is None
+    assert train.start_tracker(_cfg(tmp_path, enabled=mlflow_loaded), spare)[0] is None
     assert spare._process.poll() is not None
     assert not (tmp_path / "mlflow.db").exists()
