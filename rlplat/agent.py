@@ -1,4 +1,4 @@
-"""A trained agent from its checkpoint: rebuilt, loaded, evaluated.
+"""A trained agent from its checkpoint: rebuilt, loaded, evaluated, recorded to video.
 
 The agent is rebuilt with :func:`rlplat.build.build` from the config stored in the
 checkpoint (``env`` overrides applied, tracking off, without the loss's add-ons: they shape
@@ -258,3 +258,51 @@ def record_evaluation(
     finally:
         tracker.end(status)
     return run_id
+
+
+def record_video(
+    located: Located,
+    env_overrides: Mapping[str, Any],
+    seed: int | None,
+    device: str | None,
+    episodes: int,
+    fps: int,
+    deterministic: bool,
+    out: Path | None = None,
+) -> Path:
+    """What ``rlplat-record`` does: check that the env can render (before the build: fails
+    fast), rebuild the agent (:func:`restore`) and write its ``episodes`` one after another
+    (episode i reset with seed + 10000 + i) to a video (:func:`rlplat.video.record_episodes`).
+
+    Args:
+        out: The video file; None: ``<run dir>/videos/<checkpoint name>.mp4`` (``./videos/...``
+            for a checkpoint outside a run directory).
+
+    Returns:
+        The file written, ``out`` or a GIF in its place when no ffmpeg encoder is available.
+
+    Raises:
+        ConfigError: for an env that cannot render, a bad override or a missing imageio.
+    """
+    from rlplat.video import VIDEO_DIR, record_episodes, render_env_maker, require_imageio
+
+    require_imageio()
+    make_env = render_env_maker(restored_env_node(located, env_overrides))
+    parts = restore(located, env_overrides, seed, device).parts
+    try:
+        out = out or (located.run_dir or Path.cwd()) / VIDEO_DIR / f"{located.checkpoint.stem}.mp4"
+        return record_episodes(
+            parts.policy, make_env, parts.transforms, episodes, parts.seed + EVAL_SEED_OFFSET,
+            out, fps, deterministic, parts.device,
+        )  # fmt: skip
+    finally:
+        parts.close()
+
+
+def log_video(tracking_uri: str, run_id: str, path: Path) -> None:
+    """Upload the video ``path`` as an artifact of the MLflow run ``run_id``, under ``videos/``."""
+    from mlflow import MlflowClient
+
+    from rlplat.video import VIDEO_DIR
+
+    MlflowClient(tracking_uri=tracking_uri).log_artifact(run_id, str(path), VIDEO_DIR)

@@ -7,7 +7,7 @@ steps summed over all envs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Self, cast
 
 from omegaconf import OmegaConf
@@ -32,18 +32,33 @@ def check_choice(key: str, value: Any, valid: tuple[str, ...]) -> None:
         raise ConfigError(f"{key}={value!r}: valid: {', '.join(valid)}")
 
 
+def check_bool(key: str, value: Any) -> None:
+    """Raise ConfigError unless ``value`` is true or false."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r}: must be true or false")
+
+
+def at_least(minimum: int) -> Any:
+    """A settings field that holds an integer >= ``minimum``."""
+    return field(metadata={"at_least": minimum})
+
+
+def one_of(valid: tuple[str, ...]) -> Any:
+    """A settings field that holds one of ``valid``."""
+    return field(metadata={"one_of": valid})
+
+
 class SettingsNode:
-    """A config node checked against its dataclass: keys (naming the valid ones), then values."""
+    """A config node checked against its dataclass: keys (naming the valid ones), then each
+    field as declared (:func:`at_least`, :func:`one_of`, ``bool``); the rest in the subclass's
+    ``__post_init__``, after this one's."""
 
     NODE = ""
 
     @classmethod
     def from_node(cls, node: Any) -> Self:
-        """Build from the node (a DictConfig or a mapping).
-
-        Raises:
-            ConfigError: for an unknown or missing key, or a bad value.
-        """
+        """Build from the node (a DictConfig or a mapping); raises ConfigError for an unknown or
+        missing key, or a bad value."""
         values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
         if not isinstance(values, Mapping):
             names = ", ".join(f.name for f in fields(cast(Any, cls)))
@@ -52,42 +67,41 @@ class SettingsNode:
         check_kwargs(cls.NODE, cls, kwargs)
         return cls(**kwargs)
 
+    def __post_init__(self) -> None:
+        for f in fields(cast(Any, self)):
+            key, value = f"{self.NODE}.{f.name}", getattr(self, f.name)
+            if "at_least" in f.metadata:
+                check_int(key, value, f.metadata["at_least"])
+            elif "one_of" in f.metadata:
+                check_choice(key, value, f.metadata["one_of"])
+            elif f.type == "bool":
+                check_bool(key, value)
+
 
 @dataclass(frozen=True)
 class TrainerConfig(SettingsNode):
     """The ``trainer`` node: budget, device, schedules of evaluation, logging and videos."""
 
     NODE = "trainer"
-    total_frames: int
-    device: str
-    num_threads: int
-    lr_schedule: str
-    eval_every_frames: int
-    eval_episodes: int
-    log_every_frames: int
-    objective: str
-    nonfinite: str
-    record_every_frames: int
+    total_frames: int = at_least(1)
+    device: str = one_of(DEVICES)
+    num_threads: int = at_least(1)
+    lr_schedule: str = one_of(LR_SCHEDULES)
+    eval_every_frames: int = at_least(0)
+    eval_episodes: int = at_least(1)
+    log_every_frames: int = at_least(0)
+    objective: str = one_of(FINAL_METRICS)
+    nonfinite: str = one_of(NONFINITE)
+    record_every_frames: int = at_least(0)
     compile: bool = False
     target_return: float | None = None
     accel: bool = True
 
     def __post_init__(self) -> None:
-        for key in ("compile", "accel"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"trainer.{key}={getattr(self, key)!r}: must be true or false")
+        super().__post_init__()
         target = self.target_return
         if target is not None and (isinstance(target, bool) or not isinstance(target, int | float) or target != target):
             raise ConfigError(f"trainer.target_return={target!r}: must be a number, or null to train for total_frames")
-        for key, minimum in (
-            ("total_frames", 1),
-            ("num_threads", 1),
-            ("eval_every_frames", 0),
-            ("eval_episodes", 1),
-            ("log_every_frames", 0),
-            ("record_every_frames", 0),
-        ):
-            check_int(f"trainer.{key}", getattr(self, key), minimum)
         # videos are recorded at log steps: every log_every_frames, and at each evaluation
         cadence = min(self.log_every_frames, self.eval_every_frames or self.log_every_frames)
         if 0 < self.record_every_frames < cadence:
@@ -97,13 +111,6 @@ class TrainerConfig(SettingsNode):
                 f"evaluations: trainer.eval_every_frames={self.eval_every_frames}); give at least {cadence}, or "
                 "lower trainer.log_every_frames"
             )
-        for key, valid in (
-            ("device", DEVICES),
-            ("lr_schedule", LR_SCHEDULES),
-            ("objective", FINAL_METRICS),
-            ("nonfinite", NONFINITE),
-        ):
-            check_choice(f"trainer.{key}", getattr(self, key), valid)
 
 
 @dataclass(frozen=True)
@@ -111,15 +118,9 @@ class CheckpointConfig(SettingsNode):
     """The ``checkpoint`` node: when checkpoints are written and how many are kept."""
 
     NODE = "checkpoint"
-    every_frames: int
-    keep: int
     save_buffer: bool
-
-    def __post_init__(self) -> None:
-        check_int("checkpoint.every_frames", self.every_frames, 0)
-        check_int("checkpoint.keep", self.keep, 1)
-        if not isinstance(self.save_buffer, bool):
-            raise ConfigError(f"checkpoint.save_buffer={self.save_buffer!r}: must be true or false")
+    every_frames: int = at_least(0)
+    keep: int = at_least(1)
 
 
 def resolve_config(cfg: Any) -> dict[str, Any]:

@@ -1,37 +1,30 @@
-"""How every rlplat process answers SIGINT (Ctrl-C) and SIGTERM: one state machine.
-
-Signal handlers belong to a process, so this module holds the process's one :class:`Life`
-(``LIFE``), the only place in rlplat where a handler is installed. Its phases:
+"""How every rlplat process answers SIGINT (Ctrl-C) and SIGTERM: one state machine, the process's
+:class:`Life` (``LIFE``), the only place in rlplat where a handler is installed. Its phases:
 
 ``START_UP``
-    Imports, composition, the build. Python's own handlers: Ctrl-C raises KeyboardInterrupt,
-    and the command stops with one line (:data:`STOPPED_IN_START_UP`, exit status 130),
-    having recorded nothing (a new run's directory is removed; a resumed run is left as it
-    was). :func:`start_up_done` ends it, when training starts or a sweep records its parent.
+    Imports, composition, the build, with Python's own handlers: Ctrl-C stops the command with
+    one line and exit status 130, having recorded nothing (a new run's directory is removed, a
+    resumed run left as it was). :meth:`Life.start_up_done` ends it when training starts.
 ``RUNNING``
-    Inside :func:`training` (a run's loop: ``rlplat-train``, a resume, each sweep job) the first
-    signal asks the loop to stop after its rollout (``StopRequest.signal``): it writes a
-    checkpoint and its MLflow run ends KILLED. Inside :func:`sweep_waits` (a sweep's main
-    process under the basic or parallel launcher, and the parallel launcher's workers between
-    jobs) the first signal is recorded, never raised into Hydra's or joblib's code: no further
-    job starts, and the main process waits for the running jobs to checkpoint.
+    In :meth:`Life.training` (a run's loop: ``rlplat-train``, a resume, each sweep job) the
+    first signal asks the loop to stop after its rollout: it writes a checkpoint, and its MLflow
+    run ends KILLED. In :meth:`Life.sweep_waits` (a sweep's main process, and the parallel
+    launcher's workers between jobs) it is recorded, never raised into Hydra's or joblib's code:
+    no further job starts, and the main process waits for the running jobs to checkpoint.
 ``STOPPING``
-    A first signal came. In training, a second one stops at once (KeyboardInterrupt; the run
-    still ends KILLED). In a sweep's main process, a second one says it waits for the jobs,
-    a third exits at once.
+    After a first signal: in training, a second stops at once (the run still ends KILLED); in a
+    sweep's main process, a second says it waits for the jobs, a third exits at once.
 ``STOPPED``
-    The process's work ended on the signal (:meth:`Life.stop`): a sweep's later jobs are not
-    started (``resume=<sweep dir>`` starts them), and the process exits with
-    :func:`exit_status` (130 for SIGINT, 143 for SIGTERM) after printing how to resume.
+    The work ended on the signal (:meth:`Life.stop`): a sweep starts no later job
+    (``resume=<sweep dir>`` does), and the process exits with :func:`exit_status` (130 for
+    SIGINT, 143 for SIGTERM) after printing how to resume.
 
-A single run goes START_UP -> RUNNING -> (STOPPING -> STOPPED). A serial sweep (Hydra's basic
-launcher: the jobs run in the main process) and a parallel sweep (joblib's workers, which a
-terminal's Ctrl-C reaches as it reaches the main process) keep ``sweep_waits`` installed
-between and around their jobs, and each job's ``training`` block takes over while it trains.
-Child processes that must outlive a Ctrl-C (env subprocesses, collector workers, a local Ray
-instance: :func:`sigint_ignored`; the MLflow child: :func:`ignore_signals`) ignore them, and
-the run closes them. ``rlplat-eval``, ``rlplat-record`` and ``rlplat-compare`` stay in
-START_UP for their whole life (:func:`stopped_with_one_line`).
+A single run goes START_UP -> RUNNING -> (STOPPING -> STOPPED). A serial sweep (the jobs in the
+main process) and a parallel one (joblib's workers, which a terminal's Ctrl-C reaches too) keep
+``sweep_waits`` installed around their jobs, and each job's ``training`` takes over while it
+trains. Child processes the run closes ignore the signals (:func:`sigint_ignored`,
+:func:`ignore_signals`). ``rlplat-eval``, ``-record`` and ``-compare`` stay in START_UP
+(:func:`stopped_with_one_line`).
 """
 
 from __future__ import annotations
@@ -89,13 +82,8 @@ _IMPORTED = time.time()
 
 
 class Life:
-    """The process's phase, the signal that stopped its work, and its handlers.
-
-    Attributes:
-        phase: The current :class:`Phase`.
-        stopped_by: The first signal's name (``"SIGINT"``) once one came in RUNNING, else None.
-        jobs: How many jobs (runs) this process has started (:meth:`job_start`).
-    """
+    """The process's :class:`Phase`, the first signal's name once one came in RUNNING
+    (``stopped_by``), how many jobs it started (``jobs``), and its handlers."""
 
     def __init__(self) -> None:
         self.phase = Phase.START_UP

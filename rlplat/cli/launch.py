@@ -21,12 +21,9 @@ from rlplat.signals import LIFE, Phase, stopped_in_start_up
 
 
 def main() -> None:
-    """Console entry point of ``rlplat-train``.
-
-    Bad input found before Hydra runs, and Hydra's own errors in a single run (an unknown key
-    or option), are one ``rlplat-train: error:`` line and exit status 2 (``HYDRA_FULL_ERROR=1``
-    shows the traceback). Ctrl-C before training is one line and exit status 130, nothing
-    recorded (:mod:`rlplat.signals`)."""
+    """Console entry point of ``rlplat-train``. Bad input, and Hydra's own errors in a single run,
+    are one line and exit status 2 (``HYDRA_FULL_ERROR=1`` shows the traceback); Ctrl-C before
+    training is one line and exit status 130, nothing recorded."""
     skip_final_collection()
     args = sys.argv[1:]
     tracker = None
@@ -52,13 +49,9 @@ def main() -> None:
 
 
 def _compose_and_train(args: list[str], tracker: object, single_run: bool) -> None:
-    """Register rlplat's Hydra plugins and options, check the command line, and run Hydra with
-    :class:`rlplat.cli.train.Job` as its task.
-
-    Hydra prints its own errors and exits 1 unless ``HYDRA_FULL_ERROR=1`` (a documented
-    setting), where it raises them. A single run sets it for the composition only: the job
-    puts the user's value back as it starts. A multirun, whose jobs may run elsewhere, and a
-    command that only prints, are left to Hydra."""
+    """Register rlplat's Hydra plugins and options, check the command line, run Hydra with
+    :class:`rlplat.cli.train.Job`. Hydra prints its errors and exits 1 unless ``HYDRA_FULL_ERROR=1``,
+    where it raises them: a single run sets it to compose (the job restores the user's value)."""
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

@@ -1,10 +1,6 @@
-"""``rlplat-train resume=<run id | run dir | sweep dir>``: continue a run, or a sweep's
-unfinished jobs, from the newest readable checkpoint (a corrupt one is skipped, with a warning).
-
-A run goes on in its MLflow run (same id, RUNNING again) with the config in its checkpoint;
-metrics continue after the last step logged. In a sweep directory, jobs that FINISHED are
-skipped, the others resumed, those never started are started; then the sweep ends as a
-sweep does (job table, report), its parent run FINISHED.
+"""``rlplat-train resume=<run id | run dir | sweep dir>``: continue a run in its MLflow run,
+with the config of its newest readable checkpoint, or a sweep's unfinished jobs
+(:mod:`rlplat.sweep.resume`). See docs/guides/checkpoints.md.
 """
 
 from __future__ import annotations
@@ -95,13 +91,9 @@ def _refuse_other_store(given: str | None, target: str, stores: set[str]) -> Non
 
 
 def resume_run(target: str, tracking_uri: str, given_uri: str | None = None) -> None:
-    """Continue one run from its newest readable checkpoint.
-
-    Args:
-        target: A run id (looked up in ``tracking_uri``), a run directory or a checkpoint.
-        tracking_uri: The store of a run id.
-        given_uri: ``tracking.uri`` as given (None: not given); for a directory it must name
-            the store the run was recorded in.
+    """Continue one run, ``target`` (a run id looked up in ``tracking_uri``, a run directory or a
+    checkpoint), from its newest readable checkpoint; ``given_uri`` (``tracking.uri`` as given)
+    must name a directory's run's store.
 
     Raises:
         ConfigError: for an unknown run, a directory without checkpoints, a checkpoint that

@@ -31,25 +31,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunSpec:
-    """What a run needs beyond its built parts.
-
-    Attributes:
-        output_dir: The run directory.
-        title: Shown on the console.
-        tags: The new MLflow run's tags (unused when resuming).
-        resume_run: The MLflow run to continue, or None for a new run.
-        state: The checkpoint to continue from, or None.
-        reporter: A sweep's trial reporter (pruning; told the new run's id), or None.
-        job_start: ``time.time()`` at the job's start, for ``time/startup_s`` (a new run) or
-            ``time/downtime_s`` (a resumed one).
-        run_start: ``time.time()`` the new MLflow run starts at, when not ``job_start``.
-        callbacks: More trainer callbacks (e.g. periodic videos).
-        tracker: The tracker started before the build (a
-            :class:`rlplat.tracking.process.TrackerProcess`, so that MLflow loads beside
-            torch); None opens an in-process one with ``tracker_options`` (a process with
-            MLflow loaded already: ``resume=``, a sweep's later jobs).
-        tracker_options: Keywords of :class:`rlplat.tracking.store.Tracker`.
-    """
+    """What a run needs beyond its built parts: its directory, console title, a new MLflow run's
+    tags, or the run and checkpoint state to continue (a resume); a sweep's trial reporter; the
+    ``time.time()`` its job started (for ``time/startup_s``, or a resume's ``time/downtime_s``)
+    and its MLflow run starts, when not then; more trainer callbacks (periodic videos); the
+    tracker started before the build (:class:`rlplat.tracking.process.TrackerProcess`), or None
+    for an in-process one with ``tracker_options`` (MLflow loaded already: ``resume=``, a
+    sweep's later jobs); whether it is a sweep's job."""
 
     output_dir: Path
     title: str
@@ -62,16 +50,15 @@ class RunSpec:
     callbacks: list[Any] = field(default_factory=list)
     tracker: Any = None
     tracker_options: dict[str, Any] = field(default_factory=dict)
+    sweep_job: bool = False
 
 
 def run_training(built: Build, spec: RunSpec) -> float:
     """Fit the built parts, recorded in MLflow when tracking is on; returns the objective.
 
     Raises:
-        SystemExit: with 130 or 143 when a signal stopped the run (after it ended KILLED);
-            with 1 for a :class:`rlplat.trainer.TrainingError` (a NaN or inf with
-            ``trainer.nonfinite=raise``, a parameter no optimizer steps) in a single run, after
-            one line naming it (the run ended FAILED). In a sweep the error is raised, for Hydra.
+        SystemExit: 130 or 143 when a signal stopped the run (it ended KILLED); 1 after one line
+            for a :class:`rlplat.trainer.TrainingError` in a single run (in a sweep it is raised).
     """
     from rlplat.console import TrainingDisplay
     from rlplat.trainer import Interrupted, StopRequest, Trainer, TrainingError
@@ -89,10 +76,7 @@ def run_training(built: Build, spec: RunSpec) -> float:
     except (Interrupted, KeyboardInterrupt) as error:
         _exit_interrupted(error, spec)
     except TrainingError as error:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        if spec.sweep_job:
             raise
         print(f"rlplat-train: error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -119,10 +103,8 @@ def _exit_interrupted(error: BaseException, spec: RunSpec) -> NoReturn:
 
 
 def resume_command(output_dir: Path) -> str:
-    """The command that resumes the run of ``output_dir``, as a stopped run prints it: its
-    sweep directory for a sweep's job (the sweep stops with it: finished jobs are skipped, the
-    rest resumed); else its run id, with the store's ``tracking.uri`` unless it is the default
-    store of the working directory; its run directory while it has not recorded its run."""
+    """The command that resumes the run of ``output_dir``: its sweep's, for a sweep's job; its run
+    id (with ``tracking.uri`` unless the default store), or its directory until it has one."""
     if (output_dir.parent / SWEEP_FILE).is_file():
         return f"rlplat-train resume={shlex.quote(str(output_dir.parent))}"
     run = read_run_file(output_dir)
@@ -136,10 +118,9 @@ def resume_command(output_dir: Path) -> str:
 
 @contextlib.contextmanager
 def _recorded(built: Build, spec: RunSpec, stop: Any) -> Iterator[list[Any]]:
-    """The run's own callbacks for the block: the loggers of ``tracking.also`` in the run
-    directory and, with tracking on, the MLflow run's (:class:`RunRecord`, the metrics), the
-    run begun (or reopened) first and ended after, always FINISHED, KILLED or FAILED. Both get
-    ``time/startup_s`` at step 0 (not a resumed run: its first process logged it)."""
+    """The run's own callbacks for the block: the loggers of ``tracking.also`` and, with tracking
+    on, the MLflow run's, begun (or reopened) before and ended after as FINISHED, KILLED or
+    FAILED; ``time/startup_s`` logged at step 0 (not when resumed)."""
     from rlplat.loggers import logged_paths, make_loggers
     from rlplat.trainer import Interrupted
     from rlplat.video import VideoRecorder

@@ -27,19 +27,14 @@ from rlplat.hydra_ext import unroute
 from rlplat.hydra_ext.validate import check_config
 from rlplat.registry import ConfigError, PluginError
 from rlplat.signals import LIFE, Phase, exit_status
-from rlplat.sweep.runs import job_failed, runs_in_local_workers, runs_in_this_process, sweep_directory, typed_overrides
+from rlplat.sweep.runs import job_failed, job_tags, runs_in_local_workers, runs_in_this_process, sweep_directory
 
 
 @dataclass(frozen=True)
 class Job:
-    """Hydra's task function: calls :func:`train`.
-
-    Attributes:
-        tracker: The unopened :meth:`rlplat.tracking.process.TrackerProcess.spare` that
-            ``rlplat-train`` started for a single run, or None.
-        full_error: The user's ``HYDRA_FULL_ERROR`` (None: unset), put back as the job starts
-            when ``rlplat-train`` set it for the composition (``restore``).
-    """
+    """Hydra's task function: calls :func:`train` with ``tracker``, the unopened
+    :meth:`rlplat.tracking.process.TrackerProcess.spare` of a single run, after putting the
+    user's ``HYDRA_FULL_ERROR`` back when ``restore`` (``rlplat-train`` set it to compose)."""
 
     tracker: Any = None
     full_error: str | None = None
@@ -61,18 +56,14 @@ def set_full_error(value: str | None) -> None:
 
 
 def train(cfg: DictConfig, tracker: Any = None) -> float:
-    """Check, build, fit and record one job; returns ``trainer.objective``.
+    """Check, build, fit and record one job (``tracker``: see :class:`Job`); returns
+    ``trainer.objective``.
 
-    A config error comes from the checks or the build, before an MLflow run exists, and
-    removes what the job wrote (:func:`remove_run_dir`): in a single run it is one line and
-    exit status 2; in a sweep, one line and a record for the sweep's end (:func:`job_failed`),
-    and the sweep goes on, as after any other error of a job. Ctrl-C before a single run's
-    training removes its directory too. A signal that stopped a job in the parallel launcher's
-    worker returns NaN (joblib would kill the other workers before they checkpoint).
-
-    Args:
-        cfg: The composed config.
-        tracker: See :class:`Job`.
+    A config error, found before an MLflow run exists, removes what the job wrote
+    (:func:`remove_run_dir`), as Ctrl-C before a single run's training does; it is one line and
+    exit status 2, or in a sweep, as any error of a job, a record for the sweep's end
+    (:func:`job_failed`) and NaN. A job of the parallel launcher's worker that a signal stopped
+    returns NaN too (joblib would kill the other workers before they checkpoint).
     """
     hydra_cfg = HydraConfig.get()
     output_dir = Path(hydra_cfg.runtime.output_dir)
@@ -120,9 +111,13 @@ def _build_and_run(
     """Build the parts (from ``probe``, the checks' env) and run them while MLflow loads in a
     child process. ``run_start``: a sweep's job starts its MLflow run at its own start, so that
     the first job's wall time does not count the sweep's start-up."""
+    import hydra
+
+    from rlplat import __version__
     from rlplat.build import build
     from rlplat.cli.run import RunSpec, run_training
     from rlplat.sweep.reporter import TrialReporter
+    from rlplat.tracking.records import run_tags
     from rlplat.video import video_callbacks
 
     try:
@@ -133,14 +128,16 @@ def _build_and_run(
     try:
         built = build(cfg, probe=probe.pop())
         try:
-            choices = HydraConfig.get().runtime.choices
-            algo, env = str(choices.get("algo")), str(choices.get("env"))
+            hydra_cfg = HydraConfig.get()
+            algo, env = str(hydra_cfg.runtime.choices.get("algo")), str(hydra_cfg.runtime.choices.get("env"))
             reporter = TrialReporter.from_environment(built.trainer.objective)
+            tags = run_tags(algo, env, built.seed, __version__, command, Path(hydra.utils.get_original_cwd()))
             spec = RunSpec(
                 output_dir,
                 f"{algo} / {built.env.label(env)} / seed {built.seed}",
-                tags=_tags(built, algo, env, command, reporter) if built.tracking.enabled else {},
+                tags={**tags, **job_tags(hydra_cfg, built.tracking.uri, reporter)} if built.tracking.enabled else {},
                 reporter=reporter,
+                sweep_job=hydra_cfg.mode == RunMode.MULTIRUN,
                 job_start=job_start,
                 run_start=run_start,
                 callbacks=video_callbacks(built, output_dir),
@@ -156,15 +153,10 @@ def _build_and_run(
 
 
 def start_tracker(cfg: DictConfig, spare: Any = None) -> tuple[Any, dict[str, Any]]:
-    """The job's tracker and its keywords (:class:`rlplat.tracking.store.Tracker`).
-
-    The tracker is a :class:`rlplat.tracking.process.TrackerProcess`: ``spare`` opened when
-    given, else a new one; None when tracking is off or this process has MLflow loaded (a
-    sweep's process after its first job records in-process), and ``spare`` is then discarded.
-    Its end waits ``tracking.end_wait_s`` for an unreachable server; a job of a recorded
-    sweep on its parent run's store waits for a server that does not answer at its start,
-    rather than fail, and its end waits at most 5 s (the sweep's end records what is left).
-    """
+    """The job's :class:`rlplat.tracking.process.TrackerProcess`, ``spare`` or new (None when
+    tracking is off or MLflow is loaded here: a sweep's later jobs record in-process), and its
+    keywords: a sweep's job on its parent's store waits for a server that does not answer, and
+    its end waits at most 5 s (the sweep's end records what is left)."""
     from rlplat.sweep.runs import active_parent
     from rlplat.tracking.pending import SWEEP_JOB_END_FLUSH_S
     from rlplat.tracking.process import TrackerProcess
@@ -184,41 +176,10 @@ def start_tracker(cfg: DictConfig, spare: Any = None) -> tuple[Any, dict[str, An
     return spare, options
 
 
-def _tags(built: Any, algo: str, env: str, command: str, reporter: Any) -> dict[str, str]:
-    """The run's tags: rlplat's own, and the sweep's when this job is a sweep's child (its
-    store, as built, is the sweep's parent run's)."""
-    import hydra
-
-    from rlplat import __version__
-    from rlplat.sweep.parent import active_parent, child_tags, started_job_tags
-    from rlplat.tags import OVERRIDES_TAG, SEED_INDEX_TAG, TRIAL_TAG
-    from rlplat.tracking.records import run_tags
-
-    hydra_cfg, uri = HydraConfig.get(), built.tracking.uri
-    tags = run_tags(algo, env, built.seed, __version__, command, Path(hydra.utils.get_original_cwd()))
-    tags[OVERRIDES_TAG] = typed_overrides(hydra_cfg)  # what rlplat-compare groups runs by
-    parent = active_parent()
-    if parent is not None and hydra_cfg.mode == RunMode.MULTIRUN:
-        if parent.uri != uri:
-            print(f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "
-                  "this run is not nested under the sweep's parent run", file=sys.stderr)  # fmt: skip
-        else:
-            tags.update(child_tags(parent, hydra_cfg))
-    elif (started := started_job_tags()) is not None:
-        tags.update(started)  # a job that resume=<sweep dir> started
-    if reporter is not None:
-        tags[TRIAL_TAG] = str(reporter.number)
-        if reporter.seeds > 1:
-            tags[SEED_INDEX_TAG] = str(reporter.seed_index)
-    return tags
-
-
 def remove_run_dir(output_dir: Path, multirun: bool, before: set[str], hydra_files: tuple[str, ...]) -> None:
-    """Remove what a job wrote in its run directory: the entries it added, keeping ``before``
-    (what was there as the job started: the user's, or an earlier run's) and ``hydra_files``;
-    the whole directory when ``before`` is empty and, in a single run, the parents Hydra made
-    for it that are left empty (``outputs/runs/<date>``). The current directory and those
-    above it are never removed."""
+    """Remove what a job wrote in its run directory: the entries beside ``before`` (there as it
+    started) and ``hydra_files``; when ``before`` is empty, the directory and, in a single run,
+    the parents left empty (``outputs/runs/<date>``), never the current directory or above."""
     run_dir, cwd = output_dir.resolve(), Path.cwd().resolve()
     if not run_dir.is_dir():
         return

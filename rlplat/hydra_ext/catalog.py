@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from rlplat.hydra_ext.options import sweep_files
-from rlplat.registry import BUILTIN_DISTRIBUTION, declared_entry_points
+from rlplat.hydra_ext.options import GROUPS, PRESET_GROUPS, sweep_files
+from rlplat.registry import BUILTIN_DISTRIBUTION, REGISTRIES, ConfigError, declared_entry_points, unknown_name_message
 
 SET_BY_RLPLAT: dict[str, tuple[str, ...]] = {"env": ("render_mode",)}
 """Keyword arguments of an entry that rlplat sets itself beyond those its factory protocol
@@ -214,3 +214,36 @@ def short_reason(kind: str, name: str, distribution: str, error: str) -> str:
     (shown beside it)."""
     prefix = f"{kind} {name!r} "
     return error.removeprefix(f"{prefix}from distribution {distribution!r} ").removeprefix(prefix)
+
+
+KIND_NOTES = {  # keys read by rlplat, not by the entry (rlplat.networks.base.CoreSpec, rlplat.losses.addons.base.COEF)
+    "network": "; every network also takes core=None, core_size=128, core_layers=1 (a recurrent core after it)",
+    "loss_addon": "; each is a key of loss.addons and also takes coef (required: the term's weight, >= 0)",
+}
+
+
+def kind_note(kind: str) -> str:
+    """The note under registry ``kind``'s entries in ``rlplat-list``: where their keys come
+    from, the arguments rlplat supplies itself, and keys every entry of the kind also takes."""
+    supplied = [name for names in supplied_arguments(kind) for name in names]
+    note = "keys: what the YAML sets, with the defaults in code"
+    return note + (f"; rlplat supplies {', '.join(supplied)} itself" if supplied else "") + KIND_NOTES.get(kind, "")
+
+
+def selection(asked: str | None, preset_groups: Iterable[str]) -> tuple[list[str], list[str]]:
+    """What ``rlplat-list --kind <asked>`` lists: (registry kinds, config groups of presets).
+    Everything when ``asked`` is None; else one registry kind, or the group that chooses one
+    (``optim``), with its group (transforms have none); or one group of presets only.
+
+    Raises:
+        ConfigError: for an ``asked`` that is none of these, naming the valid ones.
+    """
+    preset_only = [g for g in dict.fromkeys([*PRESET_GROUPS, *sorted(preset_groups)]) if g not in GROUPS.values()]
+    by_group = {group: kind for kind, group in GROUPS.items() if group not in REGISTRIES}  # optim -> optimizer
+    valid = [*REGISTRIES, *by_group, *preset_only]
+    if asked is not None and asked not in valid:
+        raise ConfigError(unknown_name_message("--kind", asked, valid))
+    kind = by_group.get(asked, asked) if asked is not None else None
+    kinds = [k for k in REGISTRIES if kind in (None, k)]
+    groups = [GROUPS[k] for k in kinds if k in GROUPS] if kinds else [str(kind)]
+    return kinds, groups + (preset_only if asked is None else [])

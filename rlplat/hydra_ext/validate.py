@@ -1,15 +1,8 @@
-"""Light checks of the command line and the composed config, run before torch is imported,
-so that ``rlplat-train`` reports bad input within a second or two, having written nothing:
-
-* :func:`check_command_line`, before Hydra: the overrides parse, ``hydra.*`` keys exist, and
-  the run directory and an sqlite store's directory are writable;
-* :func:`check_config`, after composition: keys, types and NaN against the defaults, the
-  settings (:mod:`rlplat.settings`), the ranges of built-in components' keys, and one probe
-  env (:func:`rlplat.envs.probe.probe_env`), which the build then reads.
-
-The range checks are the constructors' own functions (:func:`rlplat.registry.check_in_range`
-and kin), so each message is written once. Checks that need the built components stay in
-:func:`rlplat.build.build`. Imports neither torch nor MLflow.
+"""The checks ``rlplat-train`` runs before torch is imported, so that bad input is reported
+within a second or two, with nothing written: :func:`check_command_line` before Hydra runs,
+:func:`check_config` after it composed the config. Range checks call the constructors' own
+functions (:func:`rlplat.registry.check_in_range` and kin); checks that need the built
+components are :func:`rlplat.build.build`'s. Imports neither torch nor MLflow.
 """
 
 from __future__ import annotations
@@ -71,8 +64,7 @@ _KIND_WORDS = {
 
 
 def parse_overrides(args: Sequence[str]) -> list[Override]:
-    """The overrides of a command line (arguments after the program name), parsed in order with
-    Hydra's public parser; flags (``-m``, ``--cfg job``) are skipped.
+    """The overrides in ``args`` (flags skipped), parsed in order by Hydra's public parser.
 
     Raises:
         ConfigError: for an override that does not parse: it, the parser's complaint, the grammar.
@@ -97,15 +89,10 @@ def parse_overrides(args: Sequence[str]) -> list[Override]:
 
 
 def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
-    """Check what the command line alone shows, before Hydra runs: every override parses, a
-    ``hydra.*`` key added exists (:func:`check_hydra_keys`) and, unless a flag only prints
-    (``--cfg``, ``--help``), the run directory (``hydra.run.dir``, or ``hydra.sweep.dir`` with
-    ``-m``; given or conf/config.yaml's) and a ``tracking.uri=sqlite:///...`` store's directory
-    are writable (:func:`check_writable`).
-
-    Args:
-        args: Arguments after the program name, as :func:`rlplat.hydra_ext.route` returns them.
-        cwd: Where relative paths start; the current directory when None.
+    """Check the command line (``args``, routed) alone: every override parses, a ``hydra.*`` key
+    added exists, and unless a flag only prints, the run directory (``hydra.run.dir``, or
+    ``hydra.sweep.dir`` with ``-m``) and a ``tracking.uri=sqlite:///...`` store's directory are
+    writable, relative paths from ``cwd`` (None: the current directory).
 
     Raises:
         ConfigError: naming the override, or ``key='value': not writable (reason)``.
@@ -129,12 +116,8 @@ def check_command_line(args: Sequence[str], cwd: Path | None = None) -> None:
 
 
 def check_hydra_keys(overrides: Sequence[Override]) -> None:
-    """Refuse a ``hydra.*`` key added with ``+`` or ``++`` that Hydra's own config lacks, outside
-    :data:`OPEN_HYDRA_NODES`: nothing would read it.
-
-    Raises:
-        ConfigError: ``hydra.foo=1: Hydra has no setting 'hydra.foo' ...``, with the node's keys.
-    """
+    """Raise ConfigError for a ``hydra.*`` key added (``+``, ``++``) that Hydra's own config lacks,
+    outside :data:`OPEN_HYDRA_NODES`: nothing would read it. The message lists the node's keys."""
     from hydra.conf import HydraConf
 
     schema = OmegaConf.to_container(OmegaConf.structured(HydraConf), resolve=False)
@@ -155,14 +138,9 @@ def check_hydra_keys(overrides: Sequence[Override]) -> None:
 
 
 def check_writable(key: str, value: str, path: Path, cwd: Path) -> None:
-    """Raise ConfigError unless files can be created in directory ``path`` (relative to
-    ``cwd``): in it where it exists, else in its nearest existing ancestor. A directory is made
-    there and removed at once, since a permission check passes for root everywhere, and on
-    virtual file systems (``/proc``, ``/sys``) that refuse new entries all the same.
-
-    Raises:
-        ConfigError: ``key='value': not writable (reason)``.
-    """
+    """Raise ConfigError (``key='value': not writable (reason)``) unless a directory can be made
+    in ``path`` (relative to ``cwd``) or its nearest existing ancestor: one is made and removed,
+    as root passes permission checks, also on virtual file systems (``/proc``) that refuse it."""
     existing = next(p for p in (path, *path.parents) if (cwd / p).exists())
     shown = "the current directory" if str(existing) == "." else repr(str(existing))
     if not (cwd / existing).is_dir():
@@ -193,19 +171,15 @@ def _default_hydra_value(key: str) -> Any:
 
 
 def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gymnasium.Env:
-    """Check the composed config as far as it can be without torch, in the user's terms: its
-    top-level keys (:func:`check_read`) and its values' types and NaN (:func:`check_types`)
-    against the defaults, the ``trainer``, ``checkpoint`` and ``tracking`` settings and
-    ``seed`` (:mod:`rlplat.settings`), the loggers' packages, the ranges of built-in
-    components' keys (:func:`check_ranges`); then one probe env is built.
+    """Check the composed config as far as it can be without torch, then build one probe env.
 
-    The defaults are the config composed with the same group choices and none of the values
-    given: a second composition, needed only when values were given.
+    The keys, types and NaN are checked against the defaults: the config composed with the
+    same group choices and none of the values given (a second composition, only when values
+    were given).
 
     Args:
         cfg: The composed config (its ``hydra`` node, if any, is ignored).
-        overrides: Its overrides as Hydra records them (``hydra.overrides.task``); None reads
-            them from the active Hydra config.
+        overrides: Its overrides as Hydra records them; None reads ``hydra.overrides.task``.
 
     Returns:
         The probe env, open, for :func:`rlplat.build.build` (``probe=``), which closes it.
@@ -230,13 +204,9 @@ def check_config(cfg: DictConfig, overrides: Sequence[str] | None = None) -> gym
 
 
 def check_read(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    """Every top-level key of ``config`` is one rlplat reads, a key of ``defaults``: one added
-    on the command line (``+note=x``) would be ignored without a word. Each node's keys are
-    checked by its owner (its entry's constructor, or its settings).
-
-    Raises:
-        ConfigError: ``note='x': no part of rlplat reads 'note'. Valid top-level keys: ...``.
-    """
+    """Raise ConfigError for a top-level key of ``config`` that is no key of ``defaults``: one
+    added on the command line (``+note=x``) would be ignored without a word. Each node's keys
+    are checked by its owner (its entry's constructor, or its settings)."""
     for key, value in config.items():
         if key not in defaults:
             message = f"{key}={value!r}: no part of rlplat reads {key!r}. Valid top-level keys: {', '.join(defaults)}."
@@ -259,17 +229,11 @@ def default_config(choices: Sequence[str]) -> dict[str, Any]:
 
 
 def check_types(config: Any, defaults: Any, prefix: str = "") -> None:
-    """No value is NaN (every range check is false for NaN, so it would pass them all), and
-    every value has the type of its key's default: int -> int (not bool), float -> int or
-    float, bool, str, list (items of a list of one type included), mapping (checked key by
-    key). A null or interpolated default, or a key without one, accepts any type, and a
-    number's or a transform's default accepts null (null disables it: ``optim.max_grad_norm=null``,
-    ``transforms.obs_norm=null``): their own checks report what is wrong.
-
-    Args:
-        config: The resolved config, or one of its nodes.
-        defaults: The same node of :func:`default_config`.
-        prefix: The node's dotted path, ``""`` at the top.
+    """No value in ``config`` (a node at dotted path ``prefix``) is NaN, which passes every
+    range check, and each has the type of its key's default in ``defaults``: int (not bool),
+    float (or int), bool, str, list (of the default's item type), mapping (checked key by key).
+    A null or interpolated default, or none, accepts any type; a number's or a transform's
+    default accepts null (it disables: ``optim.max_grad_norm=null``, ``transforms.obs_norm=null``).
 
     Raises:
         ConfigError: ``optim.lr=[1]: must be a number (float), like the default 0.0003``, or
@@ -299,9 +263,8 @@ def check_types(config: Any, defaults: Any, prefix: str = "") -> None:
 
 
 def _with_shared_optim_defaults(defaults: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
-    """``optim``'s defaults with each group's sub-node (``optim.actor``) defaulting to the
-    shared settings, or to its own optimizer's when it names another, as
-    :func:`rlplat.optim.make_optimizers` reads them (:func:`rlplat.settings.group_optimizer_settings`)."""
+    """``optim``'s defaults, each group's sub-node (``optim.actor``) defaulting as
+    :func:`rlplat.optim.make_optimizers` reads it (:func:`rlplat.settings.group_optimizer_settings`)."""
     shared = {k: v for k, v in defaults.items() if not isinstance(v, Mapping)}
     groups = {}
     for k, v in node.items():
@@ -329,12 +292,8 @@ def _show(default: Any) -> str:
 
 
 def check_ranges(config: Mapping[str, Any]) -> None:
-    """The ranges of built-in components' keys, by the functions their constructors call, so
-    the message is the constructor's: ``loss.gamma`` and ``loss.gae_lambda`` in [0, 1],
-    ``loss.tau`` in (0, 1], ``collector.steps_per_env`` and ``num_envs``, ``buffer.epochs``,
-    ``capacity`` and ``batch_size`` at least 1, ``buffer.minibatch_size`` at most a rollout's
-    frames, ``optim.lr`` > 0. An absent key is its constructor's default; null is out of range;
-    plugins' components are left to their own constructors.
+    """The ranges of built-in components' keys, checked by the functions their constructors call
+    (plugins' components are left to theirs); an absent key is the constructor's default.
 
     Raises:
         ConfigError: the constructor's message (a :class:`rlplat.registry.RangeError`).

@@ -20,7 +20,7 @@ from hydra.conf import HydraConf
 from hydra.core.utils import filter_overrides
 
 from rlplat.hydra_ext.overrides import unroute
-from rlplat.tags import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SWEEP_TAG
+from rlplat.tags import JOB_TAG, OVERRIDES_TAG, PARENT_TAG, PRUNED_TAG, SEED_INDEX_TAG, SWEEP_TAG, TRIAL_TAG
 
 __all__ = [
     "JOB_TAG",
@@ -33,6 +33,7 @@ __all__ = [
     "active_parent",
     "child_tags",
     "started_job_tags",
+    "job_tags",
     "log_to_active_parent",
     "set_active_parent",
     "JobFailure",
@@ -251,6 +252,30 @@ def started_job_tags() -> dict[str, str] | None:
         return None
     job = json.loads(raw)
     return {PARENT_TAG: str(job["parent"]), SWEEP_TAG: str(job["sweep_dir"]), JOB_TAG: str(job["job"])}
+
+
+def job_tags(hydra_cfg: HydraConf, uri: str, reporter: Any = None) -> dict[str, str]:
+    """A job's sweep tags: its overrides as typed (what ``rlplat-compare`` groups runs by); in a
+    recorded sweep, :func:`child_tags` when the job records in its parent run's store ``uri``
+    (else a warning: it is not nested), or :func:`started_job_tags` for a job that
+    ``resume=<sweep dir>`` started; an Optuna trial's number and seed index (``reporter``)."""
+    from hydra.types import RunMode
+
+    tags = {OVERRIDES_TAG: typed_overrides(hydra_cfg)}
+    parent = active_parent()
+    if parent is not None and hydra_cfg.mode == RunMode.MULTIRUN:
+        if parent.uri != uri:
+            print(f"rlplat-train: warning: tracking.uri={uri!r} differs from the sweep's ({parent.uri!r}): "
+                  "this run is not nested under the sweep's parent run", file=sys.stderr)  # fmt: skip
+        else:
+            tags.update(child_tags(parent, hydra_cfg))
+    elif (started := started_job_tags()) is not None:
+        tags.update(started)
+    if reporter is not None:
+        tags[TRIAL_TAG] = str(reporter.number)
+        if reporter.seeds > 1:
+            tags[SEED_INDEX_TAG] = str(reporter.seed_index)
+    return tags
 
 
 def log_to_active_parent(

@@ -5,6 +5,7 @@ below the build, not in the command-line layer)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +184,26 @@ def locate(
     except CheckpointError as error:
         raise CheckpointError(f"{key}={target!r}: {error}") from error
     return _located(checkpoint, state, path, run)
+
+
+def locate_run(target: str, tracking_uri: str) -> Located:
+    """:func:`locate` for evaluation (``final.pt`` first; ``rlplat-eval``, ``rlplat-record``),
+    which never creates a store: a run id given for an sqlite store that does not exist is an
+    error. A checkpoint skipped as unreadable is a ``warning:`` line on stderr.
+
+    Raises:
+        ConfigError: for a target that is no checkpoint, run directory or known run id, or a
+            checkpoint that cannot be read.
+    """
+    if not target:
+        raise ConfigError("run='': give a run id, a run directory or a checkpoint file")
+    looks_like_id = not Path(target).expanduser().exists() and "/" not in target and not target.endswith(".pt")
+    if looks_like_id and _no_sqlite_store(tracking_uri):
+        raise ConfigError(
+            f"run={target!r}: no such file or directory, and no MLflow store at {tracking_uri} to look a run "
+            "id up in (give a run id, a run directory or a checkpoint file; tracking.uri=... names a store)"
+        )
+    return locate("run", target, tracking_uri, which="final", warn=lambda m: print(f"warning: {m}", file=sys.stderr))
 
 
 def _located(

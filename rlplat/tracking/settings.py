@@ -29,6 +29,7 @@ class TrackingConfig(SettingsNode):
     end_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         wait = self.end_wait_s
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < float("inf"):
             raise ConfigError(f"tracking.end_wait_s={wait!r}: must be 0 or more seconds, e.g. 30")
@@ -39,8 +40,6 @@ class TrackingConfig(SettingsNode):
             if name not in LOGGERS:
                 raise ConfigError(f"tracking.also={list(also)!r}: {name!r} is no logger; valid: {', '.join(LOGGERS)}")
         object.__setattr__(self, "also", tuple(dict.fromkeys(also)))
-        if not isinstance(self.enabled, bool):
-            raise ConfigError(f"tracking.enabled={self.enabled!r}: must be true or false")
         if self.enabled and not (isinstance(self.uri, str) and self.uri):
             raise ConfigError("tracking.uri is empty: give an MLflow tracking URI, or tracking.enabled=false")
         if self.enabled and not (isinstance(self.experiment, str) and self.experiment):

@@ -1,10 +1,10 @@
 """Record what runs kept while their tracking server was away (:mod:`rlplat.tracking.pending`):
-``rlplat-sync``, a sweep's end and a sweep's resume call :func:`record_kept_runs`."""
+``rlplat-sync`` calls :func:`sync`, a sweep's end and a sweep's resume :func:`record_kept_runs`."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,3 +116,38 @@ def wait_for_server(
             if give_up():
                 return reason
             time.sleep(min(1.0, backoff.wait_s()))
+
+
+def sync(roots: Sequence[Path], wait_s: float, say: Callable[[str], None], show: Callable[[str], None]) -> bool:
+    """What ``rlplat-sync`` does: wait up to ``wait_s`` seconds for the tracking server of every
+    run kept under ``roots`` (:func:`wait_for_server`; 0: try once), then record each run
+    (:func:`record_kept`), oldest file first.
+
+    Args:
+        roots: Run or sweep directories, or folders of them.
+        wait_s: Seconds to wait for a server that does not answer.
+        say: Shows a notice or an error (a server waited for or not answering, a run not recorded).
+        show: Shows each run recorded, or that nothing was kept.
+
+    Returns:
+        True when nothing is kept any more; False when a server did not answer or refused a write.
+    """
+    files = [path for root in roots for path in pending_files(root)]
+    if not files:
+        show(f"nothing to record: no run under {', '.join(map(str, roots))} kept anything")
+        return True
+    for uri in sorted({load_pending(path).uri for path in files}):
+        waiting = lambda why, uri=uri: say(f"waiting up to {wait_s:g} s for the tracking server at {uri} ({why})")
+        problem = wait_for_server(uri, wait_s, waiting if wait_s > 0 else lambda why: None)
+        if problem is not None:
+            say(f"error: no MLflow tracking server answers at {uri} ({problem}): nothing recorded; run rlplat-sync "
+                "again once it answers (wait=SECONDS waits for it)")  # fmt: skip
+            return False
+    kept = 0
+    for path in files:
+        try:
+            show(f"recorded run {record_kept(path, say)}")
+        except ConfigError as error:
+            say(f"error: {path} was not recorded: {error}")
+            kept += 1
+    return kept == 0

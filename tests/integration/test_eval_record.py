@@ -265,7 +265,7 @@ def test_periodic_videos_during_training_change_nothing(trained, tmp_path):
     from dataclasses import replace
 
     from rlplat.agent import restore
-    from rlplat.cli.args import locate_run
+    from rlplat.tracking.locate import locate_run
     from rlplat.trainer import Trainer
     from rlplat.video import video_callbacks
 

@@ -77,7 +77,7 @@ def test_a_server_that_does_not_answer_keeps_the_file_and_exits_1(tmp_path):
         ),
         (["nowhere"], "rlplat-sync: error: 'nowhere': no such run or sweep directory"),
         ([".", "wait=-1"], "rlplat-sync: error: wait='-1': must be 0 or more seconds, e.g. wait=60"),
-        ([".", "wiat=5"], "rlplat-sync: error: wiat='5': unknown key; valid: wait"),
+        ([".", "wiat=5"], "rlplat-sync: error: wiat=5: unknown key 'wiat'. Valid keys: wait. Did you mean 'wait'?"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, line, tmp_path):
