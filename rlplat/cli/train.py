@@ -131,11 +131,14 @@ def _build_and_run(
             hydra_cfg = HydraConfig.get()
             algo, env = str(hydra_cfg.runtime.choices.get("algo")), str(hydra_cfg.runtime.choices.get("env"))
             reporter = TrialReporter.from_environment(built.trainer.objective)
-            tags = run_tags(algo, env, built.seed, __version__, command, Path(hydra.utils.get_original_cwd()))
+            tags = {}
+            if built.tracking.enabled:
+                tags = run_tags(algo, env, built.seed, __version__, command, Path(hydra.utils.get_original_cwd()))
+                tags.update(job_tags(hydra_cfg, built.tracking.uri, reporter))
             spec = RunSpec(
                 output_dir,
                 f"{algo} / {built.env.label(env)} / seed {built.seed}",
-                tags={**tags, **job_tags(hydra_cfg, built.tracking.uri, reporter)} if built.tracking.enabled else {},
+                tags=tags,
                 reporter=reporter,
                 sweep_job=hydra_cfg.mode == RunMode.MULTIRUN,
                 job_start=job_start,
