@@ -74,7 +74,7 @@ class SettingsNode:
                 check_int(key, value, f.metadata["at_least"])
             elif "one_of" in f.metadata:
                 check_choice(key, value, f.metadata["one_of"])
-            elif f.type == "bool":
+            elif f.type in (bool, "bool"):  # the annotation, a string under postponed evaluation
                 check_bool(key, value)
 
 
